@@ -1,0 +1,468 @@
+"""PPO-clip for discrete actions, in one file.
+
+Proximal Policy Optimization (Schulman et al. 2017, arXiv:1707.06347) with generalised
+advantage estimation (Schulman et al. 2016, arXiv:1506.02438), for Gymnasium environments
+whose action space is `Discrete` (CartPole-v1, Acrobot-v1, LunarLander-v3).
+
+    python ppo_discrete.py                                  # CartPole-v1, 500k steps
+    python ppo_discrete.py --help                           # every flag, with its meaning
+    python ppo_discrete.py --save-model                     # writes runs/<run>/model.pt
+    python ppo_discrete.py --eval-checkpoint runs/<run>/model.pt --capture-video
+    tensorboard --logdir runs
+
+Defaults follow CleanRL's `ppo.py` and the "37 implementation details of PPO" (Huang et al.
+2022). Deliberate differences, each explained where it happens: a time-limit truncation is
+bootstrapped with the value of the real final observation (Pardo et al. 2018), losses are
+logged as means over the whole update, and the policy is saved with everything needed to
+evaluate it. Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
+"""
+
+import difflib
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from torch.distributions import Categorical
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    # --- experiment ---
+    exp_name: str = "ppo_discrete"
+    """name of the experiment; part of the run directory runs/<env>__<exp>__<seed>__<time>"""
+    seed: int = 1
+    """seed of Python, NumPy, torch and the environments; the same seed and flags reproduce a CPU run exactly"""
+    torch_deterministic: bool = True
+    """make cuDNN choose deterministic kernels (only matters with --cuda)"""
+    cuda: bool = False
+    """train on a GPU if one is present; for these 64-unit networks the CPU is usually as fast"""
+    num_threads: int = 1
+    """torch CPU threads; one is fastest for tiny networks, and a fixed count keeps runs reproducible"""
+    log_dir: str = "runs"
+    """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
+    capture_video: bool = False
+    """record videos of the evaluation episodes into <run>/videos (needs: pip install moviepy)"""
+    save_model: bool = False
+    """save the policy to <run>/model.pt at the end of training, or when interrupted with Ctrl-C"""
+    eval_episodes: int = 10
+    """greedy episodes played after training (0 to skip); their mean return is printed and logged"""
+    eval_checkpoint: str | None = None
+    """instead of training, load this model.pt and evaluate it for --eval-episodes episodes"""
+
+    # --- algorithm ---
+    env_id: str = "CartPole-v1"
+    """Gymnasium id of an environment with a Discrete action space and a flat Box observation"""
+    total_timesteps: int = 500_000
+    """environment steps to train for, summed over all envs"""
+    learning_rate: float = 2.5e-4
+    """Adam step size α; typical 1e-4 to 3e-3"""
+    num_envs: int = 4
+    """N, environments stepped in parallel (one synchronous vector env)"""
+    num_steps: int = 128
+    """T, steps per environment in each rollout; batch size = N·T"""
+    anneal_lr: bool = True
+    """decay the learning rate linearly from α to 0 over training (Huang et al. 2022, detail 4)"""
+    gamma: float = 0.99
+    """discount factor γ in [0, 1]"""
+    gae_lambda: float = 0.95
+    """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
+    num_minibatches: int = 4
+    """minibatches per epoch; must divide the batch N·T"""
+    update_epochs: int = 4
+    """K, passes over each batch; typical 3 to 10"""
+    norm_adv: bool = True
+    """normalise advantages to mean 0, std 1 within each minibatch"""
+    clip_coef: float = 0.2
+    """ε of the clipped surrogate objective; typical 0.1 to 0.3"""
+    clip_vloss: bool = True
+    """clip the value update to ±ε around the rollout's value prediction, as in PPO's reference code"""
+    ent_coef: float = 0.01
+    """c₂, weight of the entropy bonus"""
+    vf_coef: float = 0.5
+    """c₁, weight of the value loss"""
+    max_grad_norm: float = 0.5
+    """the global L2 norm of the gradient is clipped to this value"""
+    target_kl: float | None = None
+    """stop the epochs of an update early once the mean approx-KL of an epoch exceeds it; typical 0.01 to 0.05"""
+
+
+def check_args(args: Args) -> None:
+    """Reject a bad setup with a one-line message before anything is built or trained."""
+
+    def fail(message: str) -> None:
+        raise SystemExit(f"ppo_discrete.py: error: {message}")
+
+    if args.eval_checkpoint is not None and not os.path.isfile(args.eval_checkpoint):
+        fail(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
+    for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "num_threads"):
+        if getattr(args, name) < 1:
+            fail(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    for name in ("learning_rate", "clip_coef", "max_grad_norm"):
+        if not getattr(args, name) > 0:
+            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "gae_lambda"):
+        if not 0 <= getattr(args, name) <= 1:
+            fail(f"--{name.replace('_', '-')} must lie in [0, 1], got {getattr(args, name)}")
+    if args.vf_coef < 0 or args.ent_coef < 0 or args.eval_episodes < 0:
+        fail("--vf-coef, --ent-coef and --eval-episodes must not be negative")
+    if args.target_kl is not None and not args.target_kl > 0:
+        fail(f"--target-kl must be positive (or None to disable), got {args.target_kl}")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size % args.num_minibatches:
+        fail(f"the batch of num_envs × num_steps = {batch_size} steps does not split into "
+             f"{args.num_minibatches} minibatches; choose --num-minibatches dividing {batch_size}")
+    if args.eval_checkpoint is None and args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one batch ({batch_size} steps)")
+    if args.capture_video:
+        try:
+            import moviepy  # noqa: F401
+        except ImportError:
+            fail("--capture-video needs moviepy: pip install moviepy")
+    if args.eval_checkpoint is not None:
+        return  # the env id comes from the checkpoint
+    if args.env_id not in gym.registry:
+        close = difflib.get_close_matches(args.env_id, list(gym.registry), n=3, cutoff=0.6)
+        fail(f"unknown --env-id {args.env_id!r}" + (f"; did you mean {', '.join(close)}?" if close else ""))
+    env = gym.make(args.env_id)
+    action_space, observation_space = env.action_space, env.observation_space
+    env.close()
+    if isinstance(action_space, gym.spaces.Box):
+        fail(f"{args.env_id} has a continuous (Box) action space; use ppo_continuous.py")
+    if not isinstance(action_space, gym.spaces.Discrete):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space; ppo_discrete.py supports Discrete only")
+    if not (isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1):
+        fail(f"{args.env_id} has observations {observation_space}; ppo_discrete.py needs a flat Box")
+
+
+def make_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
+    # the step that ends an episode already returns the first observation of the next one, and the
+    # real last observation is in infos["final_obs"]. So every stored transition is real (the
+    # default NEXT_STEP mode would spend one action per episode on a reset), and the final
+    # observation is at hand to bootstrap a truncated episode.
+    return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
+                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
+    # Orthogonal weights scaled by `std`, zero biases (Huang et al. 2022, detail 2): √2 for tanh
+    # hidden layers; 0.01 for the policy head, so the first policy is close to uniform; 1 for V.
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    """Separate actor π_θ(a|s) and critic V_φ(s), each a 64-64 tanh MLP (detail 13: separate
+    networks work better than a shared trunk on classic control)."""
+
+    def __init__(self, obs_dim: int, n_actions: int):
+        super().__init__()
+        self.critic = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),
+        )
+        self.actor = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, n_actions), std=0.01),
+        )
+
+    def get_value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
+
+    def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
+        """obs (B, obs_dim) -> action (B,), log π(a|s) (B,), entropy (B,), V(s) (B,).
+        Samples an action unless one is given (the update re-evaluates stored actions)."""
+        dist = Categorical(logits=self.actor(obs))
+        if action is None:
+            action = dist.sample()
+        return action, dist.log_prob(action), dist.entropy(), self.get_value(obs)
+
+
+def compute_gae(rewards, values, next_values, terminations, truncations, gamma: float, gae_lambda: float):
+    """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
+
+    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}), the value of the
+    observation that really followed step t: on a time-limit truncation that is the final
+    observation of the episode, not the reset observation the vector env returned.
+
+        δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
+        A_t = δ_t + γ λ (1 − done_t) A_{t+1},       done_t = terminated_t or truncated_t,  A_T = 0
+
+    A terminated step has no future, so it does not bootstrap. A truncated step was cut by a time
+    limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
+    2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
+    ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
+    (T, N), with returns = A + V, the TD(λ) target of the critic.
+    """
+    dones = torch.maximum(terminations, truncations)
+    advantages = torch.zeros_like(rewards)
+    next_advantage = torch.zeros_like(rewards[0])  # A_{t+1}, shape (N,)
+    for t in reversed(range(rewards.shape[0])):
+        # math: \delta_t = r_t + \gamma (1 - \text{terminated}_t) V(s_{t+1}) - V(s_t)
+        delta = rewards[t] + gamma * (1.0 - terminations[t]) * next_values[t] - values[t]
+        # math: \hat A_t = \delta_t + \gamma \lambda (1 - \text{done}_t) \hat A_{t+1}
+        next_advantage = delta + gamma * gae_lambda * (1.0 - dones[t]) * next_advantage
+        advantages[t] = next_advantage
+    return advantages, advantages + values
+
+
+def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns, entropy,
+             clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
+    """The PPO objective on one minibatch, as a loss to minimise (Schulman et al. 2017, eq. 9).
+
+    All inputs have shape (B,). Returns the scalar loss and a dict of detached diagnostics.
+    Like every policy-gradient loss this is a surrogate: its gradient, not its value, is what
+    matters, and its value says nothing about how well the policy performs.
+    """
+    logratio = new_logprob - old_logprob
+    ratio = logratio.exp()  # r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t); 1 at the first minibatch
+    # Clipped surrogate (eq. 7), negated: the max of the negatives is the min of the objectives.
+    # Where the clip is active the loss does not depend on θ, so that sample gives no gradient.
+    # math: L^{CLIP}(\theta) = \mathbb{E}_t\big[\min\big(r_t(\theta) \hat A_t,\ \mathrm{clip}(r_t(\theta), 1-\epsilon, 1+\epsilon)\, \hat A_t\big)\big]
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+    # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
+    # also clips the change of V around the rollout's prediction, like the ratio (detail 9).
+    # math: L^{V} = \tfrac12\,\mathbb{E}_t\big[\max\big((V_\theta(s_t) - R_t)^2,\ (V_{\text{old}}(s_t) + \mathrm{clip}(V_\theta(s_t) - V_{\text{old}}(s_t), -\epsilon, \epsilon) - R_t)^2\big)\big]
+    v_loss_unclipped = (new_value - returns) ** 2
+    if clip_vloss:
+        v_clipped = old_value + torch.clamp(new_value - old_value, -clip_coef, clip_coef)
+        v_loss = 0.5 * torch.max(v_loss_unclipped, (v_clipped - returns) ** 2).mean()
+    else:
+        v_loss = 0.5 * v_loss_unclipped.mean()
+    # Entropy bonus c₂·H[π_θ(·|s_t)] keeps the policy exploring (eq. 9).
+    # math: L(\theta) = -L^{CLIP}(\theta) + c_1 L^{V}(\theta) - c_2\, \mathbb{E}_t\big[H[\pi_\theta(\cdot|s_t)]\big]
+    entropy_loss = entropy.mean()
+    loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss
+    with torch.no_grad():
+        # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old (J. Schulman, "Approximating
+        # KL divergence", 2020): k1 is unbiased but noisy and can be negative; k3 is unbiased and ≥ 0.
+        # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
+        stats = {
+            "policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy_loss,
+            "old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),
+            "clipfrac": ((ratio - 1.0).abs() > clip_coef).float().mean(),
+        }
+    return loss, stats
+
+
+def evaluate(agent: Agent, env_id: str, episodes: int, seed: int, device: torch.device,
+             video_dir: str | None = None) -> list[float]:
+    """Play `episodes` episodes with the greedy action argmax_a π(a|s); return their returns."""
+    env = gym.make(env_id, render_mode="rgb_array" if video_dir else None)
+    if video_dir:
+        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True, disable_logger=True)
+    returns = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed if episode == 0 else None)  # one seed fixes the whole sequence
+        episode_return, done = 0.0, False
+        while not done:
+            with torch.no_grad():
+                logits = agent.actor(torch.as_tensor(obs, dtype=torch.float32, device=device))
+            obs, reward, terminated, truncated, _ = env.step(int(logits.argmax()))
+            episode_return += float(reward)
+            done = terminated or truncated
+        returns.append(episode_return)
+    env.close()
+    return returns
+
+
+def save_checkpoint(path: str, agent: Agent, args: Args, global_step: int) -> None:
+    # Plain tensors, numbers and strings only, so `torch.load(path, weights_only=True)` can read it.
+    torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
+                "obs_dim": agent.actor[0].in_features, "n_actions": agent.actor[-1].out_features}, path)
+
+
+def load_checkpoint(path: str, device: torch.device) -> tuple[Agent, dict]:
+    checkpoint = torch.load(path, map_location=device, weights_only=True)
+    agent = Agent(checkpoint["obs_dim"], checkpoint["n_actions"]).to(device)
+    agent.load_state_dict(checkpoint["model"])
+    return agent, checkpoint
+
+
+def evaluate_checkpoint(args: Args) -> list[float]:
+    """Evaluate a saved policy on the environment it was trained on (CLI: --eval-checkpoint)."""
+    check_args(args)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+    agent, checkpoint = load_checkpoint(args.eval_checkpoint, device)
+    env_id = checkpoint["args"]["env_id"]
+    video_dir = os.path.join(os.path.dirname(args.eval_checkpoint), "videos") if args.capture_video else None
+    returns = evaluate(agent, env_id, args.eval_episodes, args.seed, device, video_dir)
+    print(f"{env_id}: mean return {np.mean(returns):.2f} ± {np.std(returns):.2f} over {len(returns)} greedy episodes")
+    return returns
+
+
+def train(args: Args) -> dict:
+    """Train with PPO; return a summary dict (run_dir, episodic returns, eval returns, ...)."""
+    check_args(args)
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    num_iterations = args.total_timesteps // batch_size
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_dir = os.path.join(args.log_dir, run_name)
+    writer = SummaryWriter(run_dir)
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items()))
+
+    # --- seeding: Python, NumPy, torch (action sampling, minibatch order) and the envs ---
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+
+    envs = make_env(args.env_id, args.num_envs)
+    obs_dim = envs.single_observation_space.shape[0]
+    agent = Agent(obs_dim, int(envs.single_action_space.n)).to(device)
+    # Adam with ε = 1e-5 instead of 1e-8 (detail 3); the fused kernel is the fastest Adam on CPU.
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+
+    # --- rollout storage, time-major: (T, N, ...) ---
+    obs = torch.zeros((args.num_steps, args.num_envs, obs_dim), device=device)
+    actions = torch.zeros((args.num_steps, args.num_envs), dtype=torch.long, device=device)
+    logprobs = torch.zeros((args.num_steps, args.num_envs), device=device)
+    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
+    terminations = torch.zeros((args.num_steps, args.num_envs), device=device)
+    truncations = torch.zeros((args.num_steps, args.num_envs), device=device)
+    values = torch.zeros((args.num_steps, args.num_envs), device=device)
+    final_values = torch.zeros((args.num_steps, args.num_envs), device=device)  # V(final obs) where truncated
+
+    global_step, start_time, last_print = 0, time.time(), 0.0
+    episode_return, episode_length = np.zeros(args.num_envs), np.zeros(args.num_envs, dtype=int)
+    episodic_returns, recent_returns = [], deque(maxlen=20)
+    next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
+    next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+    interrupted = False
+    try:
+        for iteration in range(1, num_iterations + 1):
+            if args.anneal_lr:
+                # math: \alpha_k = \alpha \left(1 - \frac{k-1}{K}\right), \quad k = 1..K \text{ iterations}
+                optimizer.param_groups[0]["lr"] = args.learning_rate * (1.0 - (iteration - 1.0) / num_iterations)
+
+            # --- rollout: T steps in each of the N envs with the current policy π_θ_old ---
+            for step in range(args.num_steps):
+                global_step += args.num_envs
+                obs[step] = next_obs
+                with torch.no_grad():  # acting needs no gradient; the update recomputes log π
+                    action, logprob, _, value = agent.get_action_and_value(next_obs)
+                actions[step], logprobs[step], values[step] = action, logprob, value
+                next_obs_np, reward, terminated, truncated, infos = envs.step(action.cpu().numpy())
+                rewards[step] = torch.as_tensor(reward, device=device)
+                terminations[step] = torch.as_tensor(terminated, device=device)
+                truncations[step] = torch.as_tensor(truncated, device=device)
+                next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+                if truncated.any():  # bootstrap value of a cut episode: V of its real final observation
+                    idx = np.flatnonzero(truncated)
+                    final_obs = torch.as_tensor(np.stack(infos["final_obs"][idx]), dtype=torch.float32, device=device)
+                    with torch.no_grad():
+                        final_values[step, idx] = agent.get_value(final_obs)
+                episode_return += reward
+                episode_length += 1
+                for i in np.flatnonzero(terminated | truncated):
+                    writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
+                    writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
+                    episodic_returns.append((global_step, float(episode_return[i])))
+                    recent_returns.append(episode_return[i])
+                    episode_return[i], episode_length[i] = 0.0, 0
+
+            # --- bootstrap and advantages ---
+            with torch.no_grad():
+                next_value = agent.get_value(next_obs)  # V(s_T), (N,)
+            # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
+            # truncated. After a termination it is the reset observation's value, masked in GAE.
+            next_values = torch.cat([values[1:], next_value[None]])
+            next_values = torch.where(truncations.bool(), final_values, next_values)
+            advantages, returns = compute_gae(rewards, values, next_values, terminations, truncations,
+                                              args.gamma, args.gae_lambda)
+
+            # --- flatten the batch: (T, N, ...) -> (T·N, ...) ---
+            b_obs = obs.reshape(-1, obs_dim)
+            b_actions, b_logprobs, b_values = actions.reshape(-1), logprobs.reshape(-1), values.reshape(-1)
+            b_advantages, b_returns = advantages.reshape(-1), returns.reshape(-1)
+
+            # --- update: K epochs of minibatch Adam steps on L(θ) ---
+            update_stats = []
+            for epoch in range(args.update_epochs):
+                b_inds = torch.randperm(batch_size, device=device)
+                epoch_stats = []
+                for start in range(0, batch_size, minibatch_size):
+                    mb_inds = b_inds[start:start + minibatch_size]
+                    _, new_logprob, entropy, new_value = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
+                    mb_advantages = b_advantages[mb_inds]
+                    if args.norm_adv:  # per minibatch (detail 7); changes the scale, not the direction
+                        mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+                    loss, stats = ppo_loss(new_logprob, b_logprobs[mb_inds], mb_advantages, new_value,
+                                           b_values[mb_inds], b_returns[mb_inds], entropy,
+                                           args.clip_coef, args.clip_vloss, args.ent_coef, args.vf_coef)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # detail 11
+                    optimizer.step()
+                    epoch_stats.append(stats)
+                update_stats += epoch_stats
+                # Early stop (as in Spinning Up's PPO): the policy has already moved far from π_old.
+                if args.target_kl is not None and torch.stack([s["approx_kl"] for s in epoch_stats]).mean() > args.target_kl:
+                    break
+
+            # --- log: every loss is the mean over all minibatches of this update ---
+            for key in update_stats[0]:
+                writer.add_scalar(f"losses/{key}", torch.stack([s[key] for s in update_stats]).mean().item(), global_step)
+            # Fraction of the variance of the returns that the critic explains: 1 is perfect, ≤ 0 is useless.
+            # math: \mathrm{EV} = 1 - \mathrm{Var}[R - V] / \mathrm{Var}[R]
+            var_returns = b_returns.var()
+            explained_var = (1 - (b_returns - b_values).var() / var_returns).item() if var_returns > 0 else float("nan")
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+            sps = global_step / (time.time() - start_time)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            if time.time() - last_print > 5 or iteration == num_iterations:
+                last_print = time.time()
+                mean_return = f"{np.mean(recent_returns):8.2f}" if recent_returns else "     n/a"
+                eta = (num_iterations * batch_size - global_step) / sps
+                print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) {mean_return} | "
+                      f"SPS {sps:6.0f} | ETA {int(eta) // 60}m{int(eta) % 60:02d}s", flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"interrupted at step {global_step:,}; logs flushed to {run_dir}", file=sys.stderr)
+    finally:
+        envs.close()
+        writer.flush()
+
+    if args.save_model:
+        save_checkpoint(os.path.join(run_dir, "model.pt"), agent, args, global_step)
+        print(f"model saved to {os.path.join(run_dir, 'model.pt')}")
+    eval_returns = []
+    if args.eval_episodes > 0 and not interrupted:
+        video_dir = os.path.join(run_dir, "videos") if args.capture_video else None
+        # Seeds the training envs never used, so the evaluation starts from unseen initial states.
+        eval_returns = evaluate(agent, args.env_id, args.eval_episodes, args.seed + 10_000, device, video_dir)
+        for i, r in enumerate(eval_returns):
+            writer.add_scalar("eval/episodic_return", r, i)
+        print(f"evaluation: mean return {np.mean(eval_returns):.2f} ± {np.std(eval_returns):.2f} "
+              f"over {len(eval_returns)} greedy episodes")
+    writer.close()
+    if interrupted:
+        raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"
+    return {"run_dir": run_dir, "global_step": global_step, "episodic_returns": episodic_returns,
+            "eval_returns": eval_returns, "agent": agent}
+
+
+if __name__ == "__main__":
+    cli_args = tyro.cli(Args)
+    if cli_args.eval_checkpoint is not None:
+        evaluate_checkpoint(cli_args)
+    else:
+        train(cli_args)

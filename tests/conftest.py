@@ -1,0 +1,87 @@
+"""Helpers shared by the tests of every script: running a script as a user would, naive
+reference implementations of the math, and small test environments."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_script(script: str, *flags: str, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run `python <script> <flags>` in a subprocess, as a user would type it; capture its output."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    return subprocess.run([sys.executable, str(ROOT / script), *flags], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd or ROOT, env=env)
+
+
+def naive_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
+    """GAE written as the explicit sum A_t = Σ_l (γλ)^l δ_{t+l}, stopped at the episode's end or
+    the rollout's end, independently of the scripts' reverse recursion. Inputs are (T, N) arrays."""
+    rewards, values, next_values = (np.asarray(x, dtype=np.float64) for x in (rewards, values, next_values))
+    terminations, truncations = np.asarray(terminations, bool), np.asarray(truncations, bool)
+    T, N = rewards.shape
+    deltas = rewards + gamma * np.where(terminations, 0.0, next_values) - values
+    advantages = np.zeros((T, N))
+    for n in range(N):
+        for t in range(T):
+            total, weight = 0.0, 1.0
+            for k in range(t, T):
+                total += weight * deltas[k, n]
+                if terminations[k, n] or truncations[k, n]:
+                    break
+                weight *= gamma * gae_lambda
+            advantages[t, n] = total
+    return advantages
+
+
+def random_rollout(T: int = 40, N: int = 3, seed: int = 0, consistent: bool = False):
+    """Random (T, N) rollout data with a mix of terminations and truncations (never both). With
+    `consistent`, next_values[t] = values[t+1] inside an episode, as in a real rollout."""
+    rng = np.random.default_rng(seed)
+    ends = rng.random((T, N))
+    terminations = (ends < 0.1).astype(np.float32)
+    truncations = ((ends >= 0.1) & (ends < 0.2)).astype(np.float32)
+    data = dict(rewards=rng.normal(size=(T, N)), values=rng.normal(size=(T, N)),
+                next_values=rng.normal(size=(T, N)), terminations=terminations, truncations=truncations)
+    if consistent:
+        inside = (terminations[:-1] + truncations[:-1]) == 0
+        data["next_values"][:-1][inside] = data["values"][1:][inside]
+    return {k: torch.tensor(v, dtype=torch.float32) for k, v in data.items()}
+
+
+class TickEnv(gym.Env):
+    """A clock: the observation is (t, 1) at step t, every action earns reward 1, the episode
+    never terminates and is only ever cut by the TimeLimit wrapper. With a time limit of L, the
+    real final observation is (L, 1), which is never an observation the agent acts on, so a test
+    can tell V(final observation) from V(reset observation)."""
+
+    def __init__(self, continuous: bool = False):
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+        self.action_space = gym.spaces.Box(-1, 1, (1,), np.float32) if continuous else gym.spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0, 1.0], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([float(self.t), 1.0], np.float32), 1.0, False, False, {}
+
+
+TICK_LIMIT = 5
+gym.register("TickDiscrete-v0", entry_point=TickEnv, max_episode_steps=TICK_LIMIT)
+gym.register("TickContinuous-v0", entry_point=TickEnv, max_episode_steps=TICK_LIMIT, kwargs={"continuous": True})
+
+
+@pytest.fixture
+def log_dir(tmp_path):
+    return str(tmp_path / "runs")
