@@ -96,51 +96,44 @@ class Args:
 
 
 def check_args(args: Args) -> None:
-    """Reject a bad setup with a one-line message before anything is built or trained."""
+    """Reject a bad setup with a one-line message, before anything is built or trained."""
 
-    def fail(message: str) -> None:
-        raise SystemExit(f"ppo_discrete.py: error: {message}")
+    def require(ok: bool, message: str) -> None:
+        if not ok:
+            raise SystemExit(f"ppo_discrete.py: error: {message}")
 
-    if args.eval_checkpoint is not None and not os.path.isfile(args.eval_checkpoint):
-        fail(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
+    flag = {name: "--" + name.replace("_", "-") for name in vars(args)}
     for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "num_threads"):
-        if getattr(args, name) < 1:
-            fail(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+        require(getattr(args, name) >= 1, f"{flag[name]} must be a positive integer, got {getattr(args, name)}")
     for name in ("learning_rate", "clip_coef", "max_grad_norm"):
-        if not getattr(args, name) > 0:
-            fail(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+        require(getattr(args, name) > 0, f"{flag[name]} must be positive, got {getattr(args, name)}")
     for name in ("gamma", "gae_lambda"):
-        if not 0 <= getattr(args, name) <= 1:
-            fail(f"--{name.replace('_', '-')} must lie in [0, 1], got {getattr(args, name)}")
-    if args.vf_coef < 0 or args.ent_coef < 0 or args.eval_episodes < 0:
-        fail("--vf-coef, --ent-coef and --eval-episodes must not be negative")
-    if args.target_kl is not None and not args.target_kl > 0:
-        fail(f"--target-kl must be positive (or None to disable), got {args.target_kl}")
+        require(0 <= getattr(args, name) <= 1, f"{flag[name]} must lie in [0, 1], got {getattr(args, name)}")
+    require(min(args.vf_coef, args.ent_coef, args.eval_episodes) >= 0, "--vf-coef, --ent-coef, --eval-episodes must be >= 0")
+    require(args.target_kl is None or args.target_kl > 0, f"--target-kl must be positive, got {args.target_kl}")
     batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches:
-        fail(f"the batch of num_envs × num_steps = {batch_size} steps does not split into "
-             f"{args.num_minibatches} minibatches; choose --num-minibatches dividing {batch_size}")
-    if args.eval_checkpoint is None and args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one batch ({batch_size} steps)")
+    require(batch_size % args.num_minibatches == 0, f"the batch of num_envs × num_steps = {batch_size} steps does not "
+            f"split into {args.num_minibatches} minibatches; choose --num-minibatches dividing {batch_size}")
     if args.capture_video:
         try:
-            import moviepy  # noqa: F401
+            import moviepy  # noqa: F401  (Gymnasium's RecordVideo writes the files with it)
         except ImportError:
-            fail("--capture-video needs moviepy: pip install moviepy")
-    if args.eval_checkpoint is not None:
-        return  # the env id comes from the checkpoint
-    if args.env_id not in gym.registry:
-        close = difflib.get_close_matches(args.env_id, list(gym.registry), n=3, cutoff=0.6)
-        fail(f"unknown --env-id {args.env_id!r}" + (f"; did you mean {', '.join(close)}?" if close else ""))
+            require(False, "--capture-video needs moviepy: pip install moviepy")
+    if args.eval_checkpoint is not None:  # the env id comes from the checkpoint
+        require(os.path.isfile(args.eval_checkpoint), f"--eval-checkpoint {args.eval_checkpoint}: no such file")
+        return
+    require(args.total_timesteps >= batch_size, f"--total-timesteps {args.total_timesteps} is less than one batch "
+            f"({batch_size} steps)")
+    close = ", ".join(difflib.get_close_matches(args.env_id, list(gym.registry), n=3, cutoff=0.6))
+    require(args.env_id in gym.registry, f"unknown --env-id {args.env_id!r}" + (f"; did you mean {close}?" if close else ""))
     env = gym.make(args.env_id)
     action_space, observation_space = env.action_space, env.observation_space
     env.close()
-    if isinstance(action_space, gym.spaces.Box):
-        fail(f"{args.env_id} has a continuous (Box) action space; use ppo_continuous.py")
-    if not isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space; ppo_discrete.py supports Discrete only")
-    if not (isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1):
-        fail(f"{args.env_id} has observations {observation_space}; ppo_discrete.py needs a flat Box")
+    require(not isinstance(action_space, gym.spaces.Box), f"{args.env_id} has continuous (Box) actions; use ppo_continuous.py")
+    require(isinstance(action_space, gym.spaces.Discrete), f"{args.env_id} has a {type(action_space).__name__} action "
+            "space; ppo_discrete.py supports Discrete only")
+    require(isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1,
+            f"{args.env_id} has observations {observation_space}; ppo_discrete.py needs a flat Box")
 
 
 def make_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
@@ -230,13 +223,14 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     ratio = logratio.exp()  # r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t); 1 at the first minibatch
     # Clipped surrogate (eq. 7), negated: the max of the negatives is the min of the objectives.
     # Where the clip is active the loss does not depend on θ, so that sample gives no gradient.
-    # math: L^{CLIP}(\theta) = \mathbb{E}_t\big[\min\big(r_t(\theta) \hat A_t,\ \mathrm{clip}(r_t(\theta), 1-\epsilon, 1+\epsilon)\, \hat A_t\big)\big]
+    # math: L^{CLIP}(\theta) = \mathbb{E}_t[\min(r_t(\theta)\hat A_t, \mathrm{clip}(r_t(\theta), 1-\epsilon, 1+\epsilon)\hat A_t)]
     pg_loss1 = -advantages * ratio
     pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
     pg_loss = torch.max(pg_loss1, pg_loss2).mean()
     # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
     # also clips the change of V around the rollout's prediction, like the ratio (detail 9).
-    # math: L^{V} = \tfrac12\,\mathbb{E}_t\big[\max\big((V_\theta(s_t) - R_t)^2,\ (V_{\text{old}}(s_t) + \mathrm{clip}(V_\theta(s_t) - V_{\text{old}}(s_t), -\epsilon, \epsilon) - R_t)^2\big)\big]
+    # math: V^{clip} = V_{old}(s_t) + \mathrm{clip}(V_\theta(s_t) - V_{old}(s_t), -\epsilon, \epsilon)
+    # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2,\ (V^{clip} - R_t)^2)]
     v_loss_unclipped = (new_value - returns) ** 2
     if clip_vloss:
         v_clipped = old_value + torch.clamp(new_value - old_value, -clip_coef, clip_coef)
@@ -395,7 +389,7 @@ def train(args: Args) -> dict:
 
             # --- update: K epochs of minibatch Adam steps on L(θ) ---
             update_stats = []
-            for epoch in range(args.update_epochs):
+            for _epoch in range(args.update_epochs):
                 b_inds = torch.randperm(batch_size, device=device)
                 epoch_stats = []
                 for start in range(0, batch_size, minibatch_size):

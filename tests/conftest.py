@@ -85,3 +85,25 @@ gym.register("TickContinuous-v0", entry_point=TickEnv, max_episode_steps=TICK_LI
 @pytest.fixture
 def log_dir(tmp_path):
     return str(tmp_path / "runs")
+
+
+# Each PPO script with a short, fast setup on an env with many episodes, for tests that every
+# script must pass the same way (the scripts are kept line-aligned, so are their tests).
+SHORT_RUNS = {
+    "ppo_discrete": dict(env_id="CartPole-v1", total_timesteps=4096, eval_episodes=0),
+    "ppo_continuous": dict(env_id="Pendulum-v1", num_steps=512, num_minibatches=8, update_epochs=2,
+                           total_timesteps=2048, eval_episodes=0),
+}
+
+
+@pytest.fixture(params=sorted(SHORT_RUNS))
+def script(request):
+    """The module of one PPO script, imported from the top level."""
+    import importlib
+
+    return importlib.import_module(request.param)
+
+
+def short_args(module, log_dir: str, **overrides):
+    """Args of a short run of `module` (see SHORT_RUNS), with overrides."""
+    return module.Args(**{**SHORT_RUNS[module.__name__], "log_dir": log_dir, **overrides})

@@ -1,0 +1,95 @@
+"""What every PPO script must do the same way for its user: a --help that documents every flag,
+bad input refused in seconds with one line, reproducible runs, the TensorBoard tags, and a
+clean Ctrl-C."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import ROOT, run_script, short_args
+
+SCRIPTS = ["ppo_discrete.py", "ppo_continuous.py"]
+
+
+@pytest.mark.parametrize("path", SCRIPTS)
+def test_help_documents_every_flag(path):
+    import importlib
+
+    module = importlib.import_module(path[:-3])
+    result = run_script(path, "--help")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    for field in module.Args.__dataclass_fields__:
+        assert "--" + field.replace("_", "-") in text, field
+    for phrase in ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "Adam step size α", "minibatches per epoch"]:
+        assert phrase in text
+
+
+BAD_INPUT = [
+    # (flags, message): the same rules in every script ...
+    (["--env-id", "CartPole-v9"], "did you mean CartPole-v1"),
+    (["--num-minibatches", "7"], "does not split into 7 minibatches"),
+    (["--num-envs", "0"], "--num-envs must be a positive integer"),
+    (["--learning-rate", "-1e-3"], "--learning-rate must be positive"),
+    (["--gamma", "1.5"], "--gamma must lie in [0, 1]"),
+    (["--total-timesteps", "100"], "less than one batch"),
+    (["--eval-checkpoint", "no/such/model.pt"], "no such file"),
+]
+# ... and each script points to the other for the action space it does not handle.
+WRONG_SPACE = [("ppo_discrete.py", "Pendulum-v1", "use ppo_continuous.py"),
+               ("ppo_continuous.py", "CartPole-v1", "use ppo_discrete.py")]
+
+
+@pytest.mark.parametrize("path,flags,message", [(p, f, m) for p in SCRIPTS for f, m in BAD_INPUT]
+                         + [(p, ["--env-id", e], m) for p, e, m in WRONG_SPACE])
+def test_bad_input_fails_fast_with_one_line(path, flags, message, tmp_path):
+    result = run_script(path, *flags, "--log-dir", str(tmp_path), timeout=60)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not os.listdir(tmp_path)  # nothing was started
+
+
+def test_same_seed_same_run_other_seed_other_run(script, log_dir):
+    first = script.train(short_args(script, log_dir))
+    second = script.train(short_args(script, log_dir))
+    other = script.train(short_args(script, log_dir, seed=2))
+    assert len(first["episodic_returns"]) >= 8
+    assert first["episodic_returns"] == second["episodic_returns"]
+    for p, q in zip(first["agent"].parameters(), second["agent"].parameters(), strict=True):
+        assert torch.equal(p, q)
+    assert first["episodic_returns"] != other["episodic_returns"]
+
+
+def test_tensorboard_logs_every_tag(script, log_dir):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = short_args(script, log_dir, eval_episodes=2)
+    result = script.train(args)
+    events = EventAccumulator(result["run_dir"])
+    events.Reload()
+    expected = {"charts/episodic_return", "charts/episodic_length", "charts/learning_rate", "charts/SPS",
+                "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/old_approx_kl",
+                "losses/approx_kl", "losses/clipfrac", "losses/explained_variance", "eval/episodic_return"}
+    assert expected <= set(events.Tags()["scalars"])
+    updates = args.total_timesteps // (args.num_envs * args.num_steps)
+    assert len(events.Scalars("losses/value_loss")) == updates  # one mean per update
+    assert "hyperparameters/text_summary" in events.Tags()["tensors"]
+
+
+@pytest.mark.parametrize("path", SCRIPTS)
+def test_ctrl_c_flushes_logs_saves_model_and_exits_cleanly(path, tmp_path):
+    proc = subprocess.Popen([sys.executable, str(ROOT / path), "--save-model", "--log-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    first_line = proc.stdout.readline()  # printed after the first update
+    assert first_line.startswith("step"), first_line
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "Traceback" not in err and "interrupted at step" in err
+    (run_dir,) = tmp_path.iterdir()
+    assert (run_dir / "model.pt").exists()
+    assert any(f.name.startswith("events.out.tfevents") and f.stat().st_size > 0 for f in run_dir.iterdir())

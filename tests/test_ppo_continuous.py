@@ -1,0 +1,186 @@
+"""Tests specific to ppo_continuous.py: the diagonal Gaussian policy, unclipped action storage,
+the observation and reward normalisers, truncation inside a real rollout, checkpoints that carry
+the normalisation, and that a MuJoCo task is learned. The math and the command line are tested
+for every script in test_math.py and test_cli_and_runs.py."""
+
+import math
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from conftest import TICK_LIMIT, TickEnv, run_script, short_args
+
+import ppo_continuous as ppo
+
+
+def test_gaussian_log_prob_and_entropy_match_closed_form():
+    torch.manual_seed(0)
+    agent = ppo.Agent(3, 2)
+    with torch.no_grad():
+        agent.actor_logstd.copy_(torch.tensor([[0.3, -0.7]]))
+    obs = torch.randn(5, 3)
+    action, logprob, entropy, value = agent.get_action_and_value(obs)
+    assert action.shape == (5, 2) and logprob.shape == entropy.shape == value.shape == (5,)
+    mu, sigma = agent.actor(obs).detach(), torch.tensor([math.exp(0.3), math.exp(-0.7)])
+    # log N(a; μ, σ²) = −(a−μ)²/(2σ²) − log σ − ½ log 2π, summed over the 2 dimensions
+    expected = (-((action - mu) ** 2) / (2 * sigma**2) - sigma.log() - 0.5 * math.log(2 * math.pi)).sum(-1)
+    torch.testing.assert_close(logprob.detach(), expected)
+    # H = Σ_i ½ log(2πe σ_i²), the same in every state
+    expected_entropy = sum(0.5 * math.log(2 * math.pi * math.e * s**2) for s in sigma.tolist())
+    torch.testing.assert_close(entropy.detach(), torch.full((5,), expected_entropy))
+
+
+def test_initial_policy_mean_is_near_zero_with_unit_std():
+    agent = ppo.Agent(4, 3)
+    assert agent.actor(torch.randn(100, 4)).abs().max() < 0.1
+    assert torch.equal(agent.actor_logstd, torch.zeros(1, 3))
+
+
+def test_running_mean_std_matches_numpy_over_batches():
+    rng = np.random.default_rng(0)
+    data = rng.normal(3.0, 2.0, size=(1000, 4))
+    rms = ppo.RunningMeanStd((4,))
+    for batch in np.split(data, [1, 7, 300, 301, 999]):
+        rms.update(batch)
+    np.testing.assert_allclose(rms.mean, data.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(rms.var, data.var(0), rtol=1e-3)  # the tiny initial count (1e-4) biases it a hair
+
+
+def test_reward_scale_is_std_of_discounted_return_reset_at_episode_end():
+    normalizer = ppo.Normalizer(obs_dim=1, num_envs=1, gamma=0.5, clip_obs=10, clip_reward=10)
+    rewards, dones = [1.0, 1.0, 1.0, 1.0], [False, True, False, False]
+    discounted = []
+    for r, d in zip(rewards, dones, strict=True):
+        scaled = normalizer.reward(np.array([r]), np.array([d]))
+        discounted.append(1.0 if not discounted or dones[len(discounted) - 1] else 0.5 * discounted[-1] + 1.0)
+        # the pooled variance of every R so far and the prior (mean 0, var 1, weight 1e-4)
+        x, n = np.array(discounted), len(discounted) + 1e-4
+        mean = x.sum() / n
+        expected_var = (1e-4 * (1 + mean**2) + ((x - mean) ** 2).sum()) / n
+        np.testing.assert_allclose(scaled, [min(r / math.sqrt(expected_var + 1e-8), 10)], rtol=1e-6)
+    assert discounted == [1.0, 1.5, 1.0, 1.5]  # R restarts after the episode ended at step 2
+
+
+def test_observation_normalisation_and_clip():
+    normalizer = ppo.Normalizer(obs_dim=2, num_envs=2, gamma=0.99, clip_obs=1.5, clip_reward=10)
+    out = normalizer.obs(np.array([[0.0, 10.0], [2.0, 30.0]]))  # mean (1, 20), std (1, 10)
+    np.testing.assert_allclose(out, [[-1.0, -1.0], [1.0, 1.0]], rtol=1e-3)
+    frozen = normalizer.obs(np.array([[100.0, 20.0]]), update=False)
+    np.testing.assert_allclose(frozen, [[1.5, 0.0]], atol=1e-3)  # clipped to ±1.5
+    np.testing.assert_allclose(normalizer.obs_rms.mean, [1.0, 20.0], rtol=1e-3)  # unchanged when frozen
+
+
+def test_stored_action_is_the_unclipped_sample(monkeypatch, log_dir):
+    """The env receives clip(a); the update re-evaluates log π of the sample a itself."""
+    sampled, sent, updated = [], [], []
+
+    class RecordingAgent(ppo.Agent):
+        def get_action_and_value(self, obs, action=None):
+            out = super().get_action_and_value(obs, action)
+            (sampled if action is None else updated).append(out[0].detach().clone())
+            return out
+
+    real_make_env = ppo.make_env
+
+    def recording_make_env(env_id, num_envs):
+        envs = real_make_env(env_id, num_envs)
+        real_step = envs.step
+        envs.step = lambda action: (sent.append(np.array(action)), real_step(action))[1]
+        return envs
+
+    monkeypatch.setattr(ppo, "Agent", RecordingAgent)
+    monkeypatch.setattr(ppo, "make_env", recording_make_env)
+    ppo.train(short_args(ppo, log_dir, env_id="TickContinuous-v0", num_steps=64, num_minibatches=1, update_epochs=1,
+                         total_timesteps=64))
+    samples = torch.cat(sampled[:64]).numpy()  # the rollout's 64 samples (σ = 1: many leave [−1, 1])
+    assert (np.abs(samples) > 1).sum() > 10
+    np.testing.assert_allclose(np.concatenate(sent), np.clip(samples, -1, 1), rtol=1e-6)
+    stored = torch.cat(updated).numpy()  # the one minibatch of the one epoch: the whole batch, shuffled
+    np.testing.assert_allclose(np.sort(stored, axis=0), np.sort(samples, axis=0), rtol=1e-6)
+
+
+def test_rollout_bootstraps_truncation_with_normalised_final_observation(monkeypatch, log_dir):
+    """Inside a real training run: at a time-limit truncation, V(s_{t+1}) handed to GAE is the
+    critic's value of the real final observation (t = L), normalised with the running statistics;
+    elsewhere it is the value of the next stored observation; nothing counts as terminated."""
+    final_obs_seen, seen, real_gae, real_obs = [], [], ppo.compute_gae, ppo.Normalizer.obs
+    agents = []
+
+    class RecordingAgent(ppo.Agent):
+        def __init__(self, *a):
+            super().__init__(*a)
+            agents.append(self)
+
+    def recording_obs(self, obs, update=True):
+        out = real_obs(self, obs, update)
+        if not update:  # the final observations: normalised with the statistics of the moment
+            final_obs_seen.append((obs.copy(), out.copy()))
+        return out
+
+    def spy_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
+        with torch.no_grad():  # the critic before this iteration's update, as during the rollout
+            final_values = [agents[0].get_value(torch.tensor(n, dtype=torch.float32)) for _, n in final_obs_seen]
+        seen.append((values.clone(), next_values.clone(), terminations.clone(), truncations.clone(), final_values))
+        return real_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda)
+
+    monkeypatch.setattr(ppo, "Agent", RecordingAgent)
+    monkeypatch.setattr(ppo.Normalizer, "obs", recording_obs)
+    monkeypatch.setattr(ppo, "compute_gae", spy_gae)
+    ppo.train(short_args(ppo, log_dir, env_id="TickContinuous-v0", num_envs=2, num_steps=12, num_minibatches=2,
+                         total_timesteps=24))
+    values, next_values, terminations, truncations, final_values = seen[0]
+    assert terminations.sum() == 0 and truncations.sum() == 4  # steps 5 and 10 of both envs
+    assert len(final_obs_seen) == 2
+    for raw, normalised in final_obs_seen:
+        np.testing.assert_array_equal(raw, [[TICK_LIMIT, 1.0], [TICK_LIMIT, 1.0]])  # the real final obs
+        assert not np.allclose(normalised, raw)  # ... passed through the normaliser
+    for k, t in enumerate([TICK_LIMIT - 1, 2 * TICK_LIMIT - 1]):
+        torch.testing.assert_close(next_values[t], final_values[k])
+    inside = truncations[:-1] == 0
+    torch.testing.assert_close(next_values[:-1][inside], values[1:][inside])
+
+
+def test_checkpoint_restores_policy_and_normalisation(log_dir):
+    """A loaded checkpoint acts exactly as the trained agent did, normalisation included, and a
+    user can evaluate it from the command line, with video."""
+    result = ppo.train(short_args(ppo, log_dir, save_model=True))
+    path = os.path.join(result["run_dir"], "model.pt")
+    checkpoint = torch.load(path, weights_only=True)
+    assert checkpoint["args"]["env_id"] == "Pendulum-v1" and checkpoint["normalizer"]["obs_count"] > 2048
+    agent, normalizer, _ = ppo.load_checkpoint(path, torch.device("cpu"))
+    live_agent, live_normalizer = result["agent"], result["normalizer"]
+    raw = np.random.default_rng(0).normal(size=(32, 3)) * 3
+    act = lambda a, n: a.actor(torch.as_tensor(n.obs(raw, update=False), dtype=torch.float32))  # noqa: E731
+    torch.testing.assert_close(act(agent, normalizer), act(live_agent, live_normalizer))
+    assert not torch.allclose(act(agent, normalizer), agent.actor(torch.as_tensor(raw, dtype=torch.float32)))
+    # the same evaluation episodes give the same returns
+    device = torch.device("cpu")
+    assert ppo.evaluate(agent, normalizer, "Pendulum-v1", 2, 7, device) == ppo.evaluate(
+        live_agent, live_normalizer, "Pendulum-v1", 2, 7, device)
+    cli = run_script("ppo_continuous.py", "--eval-checkpoint", path, "--eval-episodes", "1", "--capture-video")
+    assert cli.returncode == 0, cli.stderr
+    assert "Pendulum-v1: mean return" in cli.stdout
+    assert any(v.endswith(".mp4") for v in os.listdir(os.path.join(result["run_dir"], "videos")))
+
+
+@pytest.mark.parametrize("space,message", [
+    (gym.spaces.Box(-np.inf, np.inf, (1,), np.float32), "unbounded actions"),
+    (gym.spaces.MultiDiscrete([2, 3]), "supports a flat Box only"),
+])
+def test_unbounded_or_unsupported_action_space_is_refused(space, message, monkeypatch):
+    env = TickEnv(continuous=True)
+    env.action_space = space
+    monkeypatch.setattr(ppo.gym, "make", lambda *args, **kwargs: env)
+    with pytest.raises(SystemExit, match=message):
+        ppo.check_args(ppo.Args(env_id="TickContinuous-v0"))
+
+
+def test_learns_inverted_pendulum(log_dir):
+    """InvertedPendulum-v4 with the default hyperparameters and a 120k-step budget: the mean of the
+    last 20 training episodes passes 500 (the maximum is 1000). Fails when the advantage's sign is
+    flipped."""
+    result = ppo.train(ppo.Args(env_id="InvertedPendulum-v4", total_timesteps=120_000, log_dir=log_dir, eval_episodes=3))
+    last_20 = [r for _, r in result["episodic_returns"][-20:]]
+    assert np.mean(last_20) >= 500, last_20
