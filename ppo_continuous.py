@@ -48,7 +48,7 @@ class Args:
     cuda: bool = False
     """train on a GPU if one is present; for these 64-unit networks the CPU is usually as fast"""
     num_threads: int = 1
-    """torch CPU threads; one is fastest for tiny networks, and a fixed count keeps runs reproducible"""
+    """torch CPU threads; one suits these tiny networks, and a fixed count keeps runs reproducible"""
     log_dir: str = "runs"
     """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
     capture_video: bool = False
