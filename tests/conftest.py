@@ -87,21 +87,40 @@ def log_dir(tmp_path):
     return str(tmp_path / "runs")
 
 
-# Each PPO script with a short, fast setup on an env with many episodes, for tests that every
+# Each script with a short, fast setup on an env with many episodes, for tests that every
 # script must pass the same way (the scripts are kept line-aligned, so are their tests).
 SHORT_RUNS = {
     "ppo_discrete": dict(env_id="CartPole-v1", total_timesteps=4096, eval_episodes=0),
     "ppo_continuous": dict(env_id="Pendulum-v1", num_steps=512, num_minibatches=8, update_epochs=2,
                            total_timesteps=2048, eval_episodes=0),
+    "vpg": dict(env_id="CartPole-v1", num_steps=256, vf_iters=5, total_timesteps=4096, eval_episodes=0),
+    "reinforce": dict(env_id="CartPole-v1", batch_size=1000, total_timesteps=4096, eval_episodes=0),
 }
+SCRIPTS = sorted(SHORT_RUNS)  # module names
+PPO_SCRIPTS = ["ppo_continuous", "ppo_discrete"]
+GAE_SCRIPTS = ["ppo_continuous", "ppo_discrete", "vpg"]  # the scripts with a critic and GAE
 
 
-@pytest.fixture(params=sorted(SHORT_RUNS))
-def script(request):
-    """The module of one PPO script, imported from the top level."""
+def _module(name: str):
     import importlib
 
-    return importlib.import_module(request.param)
+    return importlib.import_module(name)
+
+
+@pytest.fixture(params=SCRIPTS)
+def script(request):
+    """The module of each script, imported from the top level."""
+    return _module(request.param)
+
+
+@pytest.fixture(params=PPO_SCRIPTS)
+def ppo_script(request):
+    return _module(request.param)
+
+
+@pytest.fixture(params=GAE_SCRIPTS)
+def gae_script(request):
+    return _module(request.param)
 
 
 def short_args(module, log_dir: str, **overrides):

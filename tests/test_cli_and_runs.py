@@ -1,4 +1,4 @@
-"""What every PPO script must do the same way for its user: a --help that documents every flag,
+"""What every script must do the same way for its user: a --help that documents every flag,
 bad input refused in seconds with one line, reproducible runs, the TensorBoard tags, and a
 clean Ctrl-C."""
 
@@ -9,12 +9,19 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, run_script, short_args
+from conftest import ROOT, SCRIPTS, run_script, short_args
 
-SCRIPTS = ["ppo_discrete.py", "ppo_continuous.py"]
+PATHS = [name + ".py" for name in SCRIPTS]
+# Phrases of --help that show the algorithm's own flags are explained, with their paper symbols.
+HELP_PHRASES = {
+    "ppo_discrete.py": ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "Adam step size α", "minibatches per epoch"],
+    "ppo_continuous.py": ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "normalised observations are clipped"],
+    "vpg.py": ["discount factor γ", "GAE λ", "Adam step size α of the policy", "steps on the critic"],
+    "reinforce.py": ["discount factor γ", "Adam step size α of the policy", "complete episodes"],
+}
 
 
-@pytest.mark.parametrize("path", SCRIPTS)
+@pytest.mark.parametrize("path", PATHS)
 def test_help_documents_every_flag(path):
     import importlib
 
@@ -24,27 +31,33 @@ def test_help_documents_every_flag(path):
     text = " ".join(result.stdout.split())
     for field in module.Args.__dataclass_fields__:
         assert "--" + field.replace("_", "-") in text, field
-    for phrase in ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "Adam step size α", "minibatches per epoch"]:
-        assert phrase in text
+    for phrase in HELP_PHRASES[path]:
+        assert phrase in text, phrase
 
 
 BAD_INPUT = [
     # (flags, message): the same rules in every script ...
     (["--env-id", "CartPole-v9"], "did you mean CartPole-v1"),
-    (["--num-minibatches", "7"], "does not split into 7 minibatches"),
     (["--num-envs", "0"], "--num-envs must be a positive integer"),
     (["--learning-rate", "-1e-3"], "--learning-rate must be positive"),
     (["--gamma", "1.5"], "--gamma must lie in [0, 1]"),
     (["--total-timesteps", "100"], "less than one batch"),
     (["--eval-checkpoint", "no/such/model.pt"], "no such file"),
 ]
-# ... and each script points to the other for the action space it does not handle.
-WRONG_SPACE = [("ppo_discrete.py", "Pendulum-v1", "use ppo_continuous.py"),
-               ("ppo_continuous.py", "CartPole-v1", "use ppo_discrete.py")]
+# ... plus each script's own: the PPO scripts point to each other for the action space they do not
+# handle, and every script refuses observations that are not a flat vector (FrozenLake: a Discrete
+# one; ppo_continuous.py refuses its Discrete actions first).
+OWN_BAD_INPUT = [
+    ("ppo_discrete.py", ["--env-id", "Pendulum-v1"], "use ppo_continuous.py"),
+    ("ppo_continuous.py", ["--env-id", "CartPole-v1"], "use ppo_discrete.py"),
+    ("ppo_discrete.py", ["--num-minibatches", "7"], "does not split into 7 minibatches"),
+    ("ppo_continuous.py", ["--num-minibatches", "7"], "does not split into 7 minibatches"),
+    ("vpg.py", ["--vf-iters", "0"], "--vf-iters must be a positive integer"),
+    ("reinforce.py", ["--batch-size", "0"], "--batch-size must be a positive integer"),
+] + [(p, ["--env-id", "FrozenLake-v1"], "needs a flat Box") for p in PATHS if p != "ppo_continuous.py"]
 
 
-@pytest.mark.parametrize("path,flags,message", [(p, f, m) for p in SCRIPTS for f, m in BAD_INPUT]
-                         + [(p, ["--env-id", e], m) for p, e, m in WRONG_SPACE])
+@pytest.mark.parametrize("path,flags,message", [(p, f, m) for p in PATHS for f, m in BAD_INPUT] + OWN_BAD_INPUT)
 def test_bad_input_fails_fast_with_one_line(path, flags, message, tmp_path):
     result = run_script(path, *flags, "--log-dir", str(tmp_path), timeout=60)
     assert result.returncode != 0
@@ -64,6 +77,12 @@ def test_same_seed_same_run_other_seed_other_run(script, log_dir):
     assert first["episodic_returns"] != other["episodic_returns"]
 
 
+PPO_TAGS = {"charts/learning_rate", "losses/value_loss", "losses/old_approx_kl", "losses/clipfrac",
+            "losses/explained_variance"}
+OWN_TAGS = {"ppo_discrete": PPO_TAGS, "ppo_continuous": PPO_TAGS,
+            "vpg": {"losses/value_loss", "losses/explained_variance"}, "reinforce": {"charts/batch_fraction"}}
+
+
 def test_tensorboard_logs_every_tag(script, log_dir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -71,16 +90,16 @@ def test_tensorboard_logs_every_tag(script, log_dir):
     result = script.train(args)
     events = EventAccumulator(result["run_dir"])
     events.Reload()
-    expected = {"charts/episodic_return", "charts/episodic_length", "charts/learning_rate", "charts/SPS",
-                "losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/old_approx_kl",
-                "losses/approx_kl", "losses/clipfrac", "losses/explained_variance", "eval/episodic_return"}
+    expected = {"charts/episodic_return", "charts/episodic_length", "charts/SPS", "losses/policy_loss",
+                "losses/entropy", "losses/approx_kl", "eval/episodic_return"} | OWN_TAGS[script.__name__]
     assert expected <= set(events.Tags()["scalars"])
-    updates = args.total_timesteps // (args.num_envs * args.num_steps)
-    assert len(events.Scalars("losses/value_loss")) == updates  # one mean per update
+    if script.__name__ != "reinforce":  # its batches are whole episodes, so their number varies
+        updates = args.total_timesteps // (args.num_envs * args.num_steps)
+        assert len(events.Scalars("losses/policy_loss")) == updates  # one mean per update
     assert "hyperparameters/text_summary" in events.Tags()["tensors"]
 
 
-@pytest.mark.parametrize("path", SCRIPTS)
+@pytest.mark.parametrize("path", PATHS)
 def test_ctrl_c_flushes_logs_saves_model_and_exits_cleanly(path, tmp_path):
     proc = subprocess.Popen([sys.executable, str(ROOT / path), "--save-model", "--log-dir", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)

@@ -1,0 +1,384 @@
+"""REINFORCE: the Monte-Carlo policy gradient, no critic, in one file.
+
+Williams (1992), "Simple statistical gradient-following algorithms for connectionist
+reinforcement learning", with rewards-to-go as the return weights (Sutton & Barto 2018, §13.3).
+For Gymnasium environments with `Discrete` actions (CartPole-v1, LunarLander-v3) or `Box`
+actions (Pendulum-v1, HalfCheetah-v4).
+
+    python reinforce.py                                     # CartPole-v1, 500k steps
+    python reinforce.py --help                              # every flag, with its meaning
+    python reinforce.py --save-model                        # writes runs/<run>/model.pt
+    python reinforce.py --eval-checkpoint runs/<run>/model.pt --capture-video
+
+Each batch is a set of complete episodes played by the current policy, and the policy takes
+one Adam step on it. Nothing here estimates a value, so nothing can stand in for the rewards
+after a cut: only complete episodes are used. Lines starting with `# math:` hold the LaTeX of
+the equation the code below computes.
+"""
+
+import difflib
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from torch.distributions import Categorical, Normal
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    # --- experiment ---
+    exp_name: str = "reinforce"
+    """name of the experiment; part of the run directory runs/<env>__<exp>__<seed>__<time>"""
+    seed: int = 1
+    """seed of Python, NumPy, torch and the environments; the same seed and flags reproduce a CPU run exactly"""
+    torch_deterministic: bool = True
+    """make cuDNN choose deterministic kernels (only matters with --cuda)"""
+    cuda: bool = False
+    """train on a GPU if one is present; for these 64-unit networks the CPU is usually as fast"""
+    num_threads: int = 1
+    """torch CPU threads; one suits these tiny networks, and a fixed count keeps runs reproducible"""
+    log_dir: str = "runs"
+    """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
+    capture_video: bool = False
+    """record videos of the evaluation episodes into <run>/videos (needs: pip install moviepy)"""
+    save_model: bool = False
+    """save the policy to <run>/model.pt at the end of training, or when interrupted with Ctrl-C"""
+    eval_episodes: int = 10
+    """deterministic episodes (most likely / mean action) played after training (0 to skip)"""
+    eval_checkpoint: str | None = None
+    """instead of training, load this model.pt and evaluate it for --eval-episodes episodes"""
+
+    # --- algorithm ---
+    env_id: str = "CartPole-v1"
+    """Gymnasium id of an environment with a Discrete or Box action space and a flat Box observation"""
+    total_timesteps: int = 500_000
+    """environment steps to train for, summed over all envs"""
+    learning_rate: float = 3e-3
+    """Adam step size α of the policy; typical 1e-4 to 1e-2"""
+    num_envs: int = 4
+    """N, environments stepped in parallel (one synchronous vector env)"""
+    batch_size: int = 5000
+    """each batch holds complete episodes, at least this many steps in all"""
+    gamma: float = 0.99
+    """discount factor γ in [0, 1]"""
+    norm_returns: bool = False
+    """normalise the batch's returns G_t to mean 0, std 1: a constant baseline plus a rescaling (less variance)"""
+
+
+def check_args(args: Args) -> None:
+    """Reject a bad setup with a one-line message, before anything is built or trained."""
+
+    def require(ok: bool, message: str) -> None:
+        if not ok:
+            raise SystemExit(f"reinforce.py: error: {message}")
+
+    flag = {name: "--" + name.replace("_", "-") for name in vars(args)}
+    for name in ("total_timesteps", "num_envs", "batch_size", "num_threads"):
+        require(getattr(args, name) >= 1, f"{flag[name]} must be a positive integer, got {getattr(args, name)}")
+    for name in ("learning_rate",):
+        require(getattr(args, name) > 0, f"{flag[name]} must be positive, got {getattr(args, name)}")
+    for name in ("gamma",):
+        require(0 <= getattr(args, name) <= 1, f"{flag[name]} must lie in [0, 1], got {getattr(args, name)}")
+    require(args.eval_episodes >= 0, "--eval-episodes must be >= 0")
+    batch_size = args.batch_size
+    if args.capture_video:
+        try:
+            import moviepy  # noqa: F401  (Gymnasium's RecordVideo writes the files with it)
+        except ImportError:
+            require(False, "--capture-video needs moviepy: pip install moviepy")
+    if args.eval_checkpoint is not None:  # the env id comes from the checkpoint
+        require(os.path.isfile(args.eval_checkpoint), f"--eval-checkpoint {args.eval_checkpoint}: no such file")
+        return
+    require(args.total_timesteps >= batch_size, f"--total-timesteps {args.total_timesteps} is less than one batch "
+            f"({batch_size} steps)")
+    close = ", ".join(difflib.get_close_matches(args.env_id, list(gym.registry), n=3, cutoff=0.6))
+    require(args.env_id in gym.registry, f"unknown --env-id {args.env_id!r}" + (f"; did you mean {close}?" if close else ""))
+    env = gym.make(args.env_id)
+    action_space, observation_space = env.action_space, env.observation_space
+    env.close()
+    require(isinstance(action_space, gym.spaces.Discrete) or (isinstance(action_space, gym.spaces.Box)
+            and len(action_space.shape) == 1), f"{args.env_id} has a {type(action_space).__name__} action space; "
+            "reinforce.py supports Discrete and flat Box")
+    require(isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1,
+            f"{args.env_id} has observations {observation_space}; reinforce.py needs a flat Box")
+
+
+def make_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
+    # the step that ends an episode already returns the first observation of the next one, so no
+    # action is spent on a reset and every step in the batch is a real transition.
+    return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
+                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
+    # Orthogonal weights scaled by `std`, zero biases, as in the PPO scripts: √2 for tanh hidden
+    # layers; 0.01 for the policy head, so the first policy is close to uniform (or zero-mean).
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    """The policy π_θ(a|s), a 64-64 tanh MLP, and nothing else. Its output is the logits of a
+    Categorical (Discrete actions) or the mean of a diagonal Gaussian (Box actions), whose
+    log-std is a learned vector that does not depend on the state."""
+
+    def __init__(self, obs_dim: int, act_dim: int, continuous: bool):
+        super().__init__()
+        self.continuous = continuous
+        self.actor = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, act_dim), std=0.01),
+        )
+        if continuous:
+            self.actor_logstd = nn.Parameter(torch.zeros(act_dim))  # log σ = 0: σ = 1 at the start
+
+    def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
+        """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
+        Samples an action unless one is given (the update re-evaluates stored actions)."""
+        if self.continuous:
+            mean = self.actor(obs)
+            dist = Normal(mean, self.actor_logstd.exp().expand_as(mean))
+        else:
+            dist = Categorical(logits=self.actor(obs))
+        if action is None:
+            action = dist.sample()
+        logprob, entropy = dist.log_prob(action), dist.entropy()
+        if self.continuous:  # independent dimensions: log π(a|s) = Σ_j log N(a_j; μ_j, σ_j), H likewise
+            logprob, entropy = logprob.sum(-1), entropy.sum(-1)
+        return action, logprob, entropy
+
+    def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        """The most likely action (Discrete) or the mean action (Box), for evaluation."""
+        out = self.actor(obs)
+        return out if self.continuous else out.argmax(-1)
+
+
+def compute_returns(rewards, dones, gamma: float):
+    """Discounted rewards-to-go over a batch of complete episodes laid end to end.
+
+    rewards and dones have shape (B,); dones[t] = 1 at the last step of each episode, so the
+    batch ends with a 1. The sum stops at the episode's end and never crosses into the next:
+
+        G_t = r_t + γ (1 − done_t) G_{t+1}   =   Σ_{l ≥ 0, within the episode} γ^l r_{t+l}
+
+    Only rewards from t on appear: an action cannot change the rewards that came before it, so
+    dropping them leaves the gradient's expectation unchanged and lowers its variance.
+    """
+    returns = torch.zeros_like(rewards)
+    next_return = torch.zeros(())  # G_{t+1}
+    for t in reversed(range(rewards.shape[0])):
+        # math: G_t = r_t + \gamma (1 - \text{done}_t)\, G_{t+1}
+        next_return = rewards[t] + gamma * (1.0 - dones[t]) * next_return
+        returns[t] = next_return
+    return returns
+
+
+def reinforce_loss(logprob, returns):
+    """The REINFORCE surrogate on a batch, as a loss to minimise. Inputs have shape (B,).
+
+    Its gradient is minus the policy-gradient estimate (Williams 1992): descending it raises the
+    log-probability of each action in proportion to the return that followed. Its value is no
+    measure of how well the policy performs: judge a run by its returns.
+    """
+    # math: L(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, G_t, \qquad -\nabla_\theta L = \hat g
+    return -(logprob * returns).mean()
+
+
+def evaluate(agent: Agent, env_id: str, episodes: int, seed: int, device: torch.device,
+             video_dir: str | None = None) -> list[float]:
+    """Play `episodes` episodes with the deterministic action; return their returns."""
+    env = gym.make(env_id, render_mode="rgb_array" if video_dir else None)
+    if video_dir:
+        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True, disable_logger=True)
+    returns = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed if episode == 0 else None)  # one seed fixes the whole sequence
+        episode_return, done = 0.0, False
+        while not done:
+            with torch.no_grad():
+                action = agent.act_deterministic(torch.as_tensor(obs, dtype=torch.float32, device=device))
+            action = np.clip(action.cpu().numpy(), env.action_space.low, env.action_space.high) if agent.continuous \
+                else int(action)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            episode_return += float(reward)
+            done = terminated or truncated
+        returns.append(episode_return)
+    env.close()
+    return returns
+
+
+def save_checkpoint(path: str, agent: Agent, args: Args, global_step: int) -> None:
+    # Plain tensors, numbers and strings only, so `torch.load(path, weights_only=True)` can read it.
+    torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
+                "obs_dim": agent.actor[0].in_features, "act_dim": agent.actor[-1].out_features,
+                "continuous": agent.continuous}, path)
+
+
+def load_checkpoint(path: str, device: torch.device) -> tuple[Agent, dict]:
+    checkpoint = torch.load(path, map_location=device, weights_only=True)
+    agent = Agent(checkpoint["obs_dim"], checkpoint["act_dim"], checkpoint["continuous"]).to(device)
+    agent.load_state_dict(checkpoint["model"])
+    return agent, checkpoint
+
+
+def evaluate_checkpoint(args: Args) -> list[float]:
+    """Evaluate a saved policy on the environment it was trained on (CLI: --eval-checkpoint)."""
+    check_args(args)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+    agent, checkpoint = load_checkpoint(args.eval_checkpoint, device)
+    env_id = checkpoint["args"]["env_id"]
+    video_dir = os.path.join(os.path.dirname(args.eval_checkpoint), "videos") if args.capture_video else None
+    returns = evaluate(agent, env_id, args.eval_episodes, args.seed, device, video_dir)
+    print(f"{env_id}: mean return {np.mean(returns):.2f} ± {np.std(returns):.2f} over {len(returns)} deterministic episodes")
+    return returns
+
+
+def train(args: Args) -> dict:
+    """Train with REINFORCE; return a summary dict (run_dir, episodic returns, eval returns, ...)."""
+    check_args(args)
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_dir = os.path.join(args.log_dir, run_name)
+    writer = SummaryWriter(run_dir)
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items()))
+
+    # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+
+    envs = make_env(args.env_id, args.num_envs)
+    obs_dim = envs.single_observation_space.shape[0]
+    # The one place where the action space decides the policy head: Gaussian for Box, else Categorical.
+    continuous = isinstance(envs.single_action_space, gym.spaces.Box)
+    act_dim = envs.single_action_space.shape[0] if continuous else int(envs.single_action_space.n)
+    action_low, action_high = (envs.single_action_space.low, envs.single_action_space.high) if continuous else (0, 0)
+    agent = Agent(obs_dim, act_dim, continuous).to(device)
+    # Adam's ε = 1e-5 as in the PPO scripts; the fused kernel is the fastest Adam on CPU.
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+
+    global_step, start_time, last_print, iteration = 0, time.time(), 0.0, 0
+    episodic_returns, recent_returns = [], deque(maxlen=20)
+    interrupted = False
+    try:
+        while global_step < args.total_timesteps:
+            iteration += 1
+            # --- rollout: complete episodes of the current policy π_θ, at least batch_size steps ---
+            # Every batch starts fresh episodes: one still running from the last batch was begun
+            # by an older policy. Once the batch is full, no env starts a new episode for it, but
+            # every episode already begun is played to its end: keeping only those that finish
+            # first would favour short episodes. A time-limit truncation (CartPole's 500 steps)
+            # is taken as the episode's end: with no critic there is nothing to bootstrap the
+            # missing rewards with, so G_t near the limit is too small (Pardo et al. 2018).
+            # The first reset seeds env i with seed + i; later resets continue those random streams.
+            next_obs_np, _ = envs.reset(seed=args.seed if iteration == 1 else None)
+            next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+            iteration_start = global_step
+            episode_obs, episode_actions, episode_rewards = ([[] for _ in range(args.num_envs)] for _ in range(3))
+            b_obs, b_actions, b_rewards, b_dones = [], [], [], []  # the batch, one entry per step, episode after episode
+            collecting = np.ones(args.num_envs, dtype=bool)  # env i's current episode goes into the batch
+            while collecting.any():
+                global_step += args.num_envs
+                with torch.no_grad():  # acting needs no gradient; the update recomputes log π
+                    action, _, _ = agent.get_action(next_obs)
+                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # keeps the sample itself, whose log-probability is the one the gradient needs.
+                env_action = np.clip(action.cpu().numpy(), action_low, action_high) if continuous else action.cpu().numpy()
+                next_obs_np, reward, terminated, truncated, _ = envs.step(env_action)
+                for i in np.flatnonzero(collecting):
+                    episode_obs[i].append(next_obs[i])
+                    episode_actions[i].append(action[i])
+                    episode_rewards[i].append(float(reward[i]))
+                next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+                for i in np.flatnonzero((terminated | truncated) & collecting):
+                    length, episode_return = len(episode_rewards[i]), sum(episode_rewards[i])
+                    writer.add_scalar("charts/episodic_return", episode_return, global_step)
+                    writer.add_scalar("charts/episodic_length", length, global_step)
+                    episodic_returns.append((global_step, episode_return))
+                    recent_returns.append(episode_return)
+                    b_obs += episode_obs[i]
+                    b_actions += episode_actions[i]
+                    b_rewards += episode_rewards[i]
+                    b_dones += [0.0] * (length - 1) + [1.0]
+                    episode_obs[i], episode_actions[i], episode_rewards[i] = [], [], []
+                    collecting[i] = len(b_rewards) < args.batch_size
+
+            # --- returns: rewards-to-go G_t of each step, within its episode ---
+            b_obs, b_actions = torch.stack(b_obs), torch.stack(b_actions)  # (B, obs_dim), (B,) or (B, act_dim)
+            b_returns = compute_returns(torch.tensor(b_rewards, device=device), torch.tensor(b_dones, device=device),
+                                        args.gamma)
+            if args.norm_returns:  # subtracting a constant keeps the gradient unbiased; scaling keeps its direction
+                b_returns = (b_returns - b_returns.mean()) / (b_returns.std() + 1e-8)
+
+            # --- update: one policy-gradient step on θ ---
+            _, logprob, entropy = agent.get_action(b_obs, b_actions)
+            pg_loss = reinforce_loss(logprob, b_returns)
+            optimizer.zero_grad()
+            pg_loss.backward()
+            optimizer.step()
+            with torch.no_grad():  # how far the one step moved the policy: k3 estimate of KL[π_old ‖ π_θ]
+                _, new_logprob, _ = agent.get_action(b_obs, b_actions)
+                logratio = new_logprob - logprob.detach()
+                approx_kl = ((logratio.exp() - 1) - logratio).mean()
+
+            # --- log ---
+            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+            writer.add_scalar("losses/entropy", entropy.mean().item(), global_step)
+            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            # The share of the steps taken that entered the batch; the rest were spent by the other
+            # envs while the last episodes of the batch ran to their end.
+            writer.add_scalar("charts/batch_fraction", len(b_rewards) / (global_step - iteration_start), global_step)
+            sps = global_step / (time.time() - start_time)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            if time.time() - last_print > 5 or global_step >= args.total_timesteps:
+                last_print = time.time()
+                mean_return = f"{np.mean(recent_returns):8.2f}" if recent_returns else "     n/a"
+                eta = max(args.total_timesteps - global_step, 0) / sps
+                print(f"step {global_step:>9,}/{args.total_timesteps:,} | return (last 20) {mean_return} | "
+                      f"SPS {sps:6.0f} | ETA {int(eta) // 60}m{int(eta) % 60:02d}s", flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"interrupted at step {global_step:,}; logs flushed to {run_dir}", file=sys.stderr)
+    finally:
+        envs.close()
+        writer.flush()
+
+    if args.save_model:
+        save_checkpoint(os.path.join(run_dir, "model.pt"), agent, args, global_step)
+        print(f"model saved to {os.path.join(run_dir, 'model.pt')}")
+    eval_returns = []
+    if args.eval_episodes > 0 and not interrupted:
+        video_dir = os.path.join(run_dir, "videos") if args.capture_video else None
+        # Seeds the training envs never used, so the evaluation starts from unseen initial states.
+        eval_returns = evaluate(agent, args.env_id, args.eval_episodes, args.seed + 10_000, device, video_dir)
+        for i, r in enumerate(eval_returns):
+            writer.add_scalar("eval/episodic_return", r, i)
+        print(f"evaluation: mean return {np.mean(eval_returns):.2f} ± {np.std(eval_returns):.2f} "
+              f"over {len(eval_returns)} deterministic episodes")
+    writer.close()
+    if interrupted:
+        raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"
+    return {"run_dir": run_dir, "global_step": global_step, "episodic_returns": episodic_returns,
+            "eval_returns": eval_returns, "agent": agent}
+
+
+if __name__ == "__main__":
+    cli_args = tyro.cli(Args)
+    if cli_args.eval_checkpoint is not None:
+        evaluate_checkpoint(cli_args)
+    else:
+        train(cli_args)

@@ -1,0 +1,446 @@
+"""Vanilla policy gradient (VPG) with a learned value baseline and GAE-λ, in one file.
+
+The policy gradient with a critic as baseline (Sutton et al. 2000; Williams 1992, §4) and
+generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438), as OpenAI's Spinning
+Up defines VPG: one policy-gradient step per batch, then many regression steps on the critic.
+For Gymnasium environments with `Discrete` actions (CartPole-v1, LunarLander-v3) or `Box`
+actions (Pendulum-v1, HalfCheetah-v4).
+
+    python vpg.py                                           # CartPole-v1, 500k steps
+    python vpg.py --env-id HalfCheetah-v4 --total-timesteps 1000000
+    python vpg.py --help                                    # every flag, with its meaning
+    python vpg.py --save-model                              # writes runs/<run>/model.pt
+    python vpg.py --eval-checkpoint runs/<run>/model.pt --capture-video
+
+Defaults follow Spinning Up's `vpg.py` (4000 steps per batch, π lr 3e-4, V lr 1e-3, 80 critic
+steps, γ 0.99, λ 0.97, no observation normalisation). Unlike PPO, VPG takes a single gradient
+step per batch: the estimate is only valid at the policy that collected the data, and VPG has
+no ratio or clip to keep a second step honest. Lines starting with `# math:` hold the LaTeX of
+the equation the code below computes.
+"""
+
+import difflib
+import os
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from torch.distributions import Categorical, Normal
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    # --- experiment ---
+    exp_name: str = "vpg"
+    """name of the experiment; part of the run directory runs/<env>__<exp>__<seed>__<time>"""
+    seed: int = 1
+    """seed of Python, NumPy, torch and the environments; the same seed and flags reproduce a CPU run exactly"""
+    torch_deterministic: bool = True
+    """make cuDNN choose deterministic kernels (only matters with --cuda)"""
+    cuda: bool = False
+    """train on a GPU if one is present; for these 64-unit networks the CPU is usually as fast"""
+    num_threads: int = 1
+    """torch CPU threads; one suits these tiny networks, and a fixed count keeps runs reproducible"""
+    log_dir: str = "runs"
+    """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
+    capture_video: bool = False
+    """record videos of the evaluation episodes into <run>/videos (needs: pip install moviepy)"""
+    save_model: bool = False
+    """save the policy to <run>/model.pt at the end of training, or when interrupted with Ctrl-C"""
+    eval_episodes: int = 10
+    """deterministic episodes (most likely / mean action) played after training (0 to skip)"""
+    eval_checkpoint: str | None = None
+    """instead of training, load this model.pt and evaluate it for --eval-episodes episodes"""
+
+    # --- algorithm ---
+    env_id: str = "CartPole-v1"
+    """Gymnasium id of an environment with a Discrete or Box action space and a flat Box observation"""
+    total_timesteps: int = 500_000
+    """environment steps to train for, summed over all envs"""
+    learning_rate: float = 3e-4
+    """Adam step size α of the policy (Spinning Up's pi_lr)"""
+    vf_learning_rate: float = 1e-3
+    """Adam step size of the critic (Spinning Up's vf_lr)"""
+    vf_iters: int = 80
+    """full-batch gradient steps on the critic per batch (Spinning Up's train_v_iters)"""
+    num_envs: int = 4
+    """N, environments stepped in parallel (one synchronous vector env)"""
+    num_steps: int = 1000
+    """T, steps per environment in each batch; batch size = N·T (Spinning Up: 4000 steps per epoch)"""
+    gamma: float = 0.99
+    """discount factor γ in [0, 1]"""
+    gae_lambda: float = 0.97
+    """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
+
+
+def check_args(args: Args) -> None:
+    """Reject a bad setup with a one-line message, before anything is built or trained."""
+
+    def require(ok: bool, message: str) -> None:
+        if not ok:
+            raise SystemExit(f"vpg.py: error: {message}")
+
+    flag = {name: "--" + name.replace("_", "-") for name in vars(args)}
+    for name in ("total_timesteps", "num_envs", "num_steps", "vf_iters", "num_threads"):
+        require(getattr(args, name) >= 1, f"{flag[name]} must be a positive integer, got {getattr(args, name)}")
+    for name in ("learning_rate", "vf_learning_rate"):
+        require(getattr(args, name) > 0, f"{flag[name]} must be positive, got {getattr(args, name)}")
+    for name in ("gamma", "gae_lambda"):
+        require(0 <= getattr(args, name) <= 1, f"{flag[name]} must lie in [0, 1], got {getattr(args, name)}")
+    require(args.eval_episodes >= 0, "--eval-episodes must be >= 0")
+    batch_size = args.num_envs * args.num_steps
+    if args.capture_video:
+        try:
+            import moviepy  # noqa: F401  (Gymnasium's RecordVideo writes the files with it)
+        except ImportError:
+            require(False, "--capture-video needs moviepy: pip install moviepy")
+    if args.eval_checkpoint is not None:  # the env id comes from the checkpoint
+        require(os.path.isfile(args.eval_checkpoint), f"--eval-checkpoint {args.eval_checkpoint}: no such file")
+        return
+    require(args.total_timesteps >= batch_size, f"--total-timesteps {args.total_timesteps} is less than one batch "
+            f"({batch_size} steps)")
+    close = ", ".join(difflib.get_close_matches(args.env_id, list(gym.registry), n=3, cutoff=0.6))
+    require(args.env_id in gym.registry, f"unknown --env-id {args.env_id!r}" + (f"; did you mean {close}?" if close else ""))
+    env = gym.make(args.env_id)
+    action_space, observation_space = env.action_space, env.observation_space
+    env.close()
+    require(isinstance(action_space, gym.spaces.Discrete) or (isinstance(action_space, gym.spaces.Box)
+            and len(action_space.shape) == 1), f"{args.env_id} has a {type(action_space).__name__} action space; "
+            "vpg.py supports Discrete and flat Box")
+    require(isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1,
+            f"{args.env_id} has observations {observation_space}; vpg.py needs a flat Box")
+
+
+def make_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
+    # the step that ends an episode already returns the first observation of the next one, and the
+    # real last observation is in infos["final_obs"]. So every stored transition is real (the
+    # default NEXT_STEP mode would spend one action per episode on a reset), and the final
+    # observation is at hand to bootstrap a truncated episode.
+    return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
+                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
+    # Orthogonal weights scaled by `std`, zero biases, as in the PPO scripts: √2 for tanh hidden
+    # layers; 0.01 for the policy head, so the first policy is close to uniform (or zero-mean); 1 for V.
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+class Agent(nn.Module):
+    """Actor π_θ(a|s) and critic V_φ(s), each a 64-64 tanh MLP. The actor's output is the logits
+    of a Categorical (Discrete actions) or the mean of a diagonal Gaussian (Box actions), whose
+    log-std is a learned vector that does not depend on the state."""
+
+    def __init__(self, obs_dim: int, act_dim: int, continuous: bool):
+        super().__init__()
+        self.continuous = continuous
+        self.critic = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, 1), std=1.0),
+        )
+        self.actor = nn.Sequential(
+            layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, 64)), nn.Tanh(),
+            layer_init(nn.Linear(64, act_dim), std=0.01),
+        )
+        if continuous:
+            self.actor_logstd = nn.Parameter(torch.zeros(act_dim))  # log σ = 0: σ = 1 at the start
+
+    def get_value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
+
+    def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
+        """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,), V(s) (B,).
+        Samples an action unless one is given (the update re-evaluates stored actions)."""
+        if self.continuous:
+            mean = self.actor(obs)
+            dist = Normal(mean, self.actor_logstd.exp().expand_as(mean))
+        else:
+            dist = Categorical(logits=self.actor(obs))
+        if action is None:
+            action = dist.sample()
+        logprob, entropy = dist.log_prob(action), dist.entropy()
+        if self.continuous:  # independent dimensions: log π(a|s) = Σ_j log N(a_j; μ_j, σ_j), H likewise
+            logprob, entropy = logprob.sum(-1), entropy.sum(-1)
+        return action, logprob, entropy, self.get_value(obs)
+
+    def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        """The most likely action (Discrete) or the mean action (Box), for evaluation."""
+        out = self.actor(obs)
+        return out if self.continuous else out.argmax(-1)
+
+
+def compute_gae(rewards, values, next_values, terminations, truncations, gamma: float, gae_lambda: float):
+    """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
+
+    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}), the value of the
+    observation that really followed step t: on a time-limit truncation that is the final
+    observation of the episode, not the reset observation the vector env returned.
+
+        δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
+        A_t = δ_t + γ λ (1 − done_t) A_{t+1},       done_t = terminated_t or truncated_t,  A_T = 0
+
+    A terminated step has no future, so it does not bootstrap. A truncated step was cut by a time
+    limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
+    2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
+    ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
+    (T, N), with returns = A + V; with λ = 1 they are the discounted rewards-to-go.
+    """
+    dones = torch.maximum(terminations, truncations)
+    advantages = torch.zeros_like(rewards)
+    next_advantage = torch.zeros_like(rewards[0])  # A_{t+1}, shape (N,)
+    for t in reversed(range(rewards.shape[0])):
+        # math: \delta_t = r_t + \gamma (1 - \text{terminated}_t) V(s_{t+1}) - V(s_t)
+        delta = rewards[t] + gamma * (1.0 - terminations[t]) * next_values[t] - values[t]
+        # math: \hat A_t = \delta_t + \gamma \lambda (1 - \text{done}_t) \hat A_{t+1}
+        next_advantage = delta + gamma * gae_lambda * (1.0 - dones[t]) * next_advantage
+        advantages[t] = next_advantage
+    return advantages, advantages + values
+
+
+def vpg_loss(logprob, advantages):
+    """The policy-gradient surrogate on a batch, as a loss to minimise. Inputs have shape (B,).
+
+    Its gradient is the policy-gradient estimate −ĝ (Schulman et al. 2016, eq. 1 with Â_t as Ψ_t);
+    its value is no measure of how well the policy performs: judge a run by its returns.
+    """
+    # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t, \qquad \nabla_\theta L^{PG} = -\hat g
+    return -(logprob * advantages).mean()
+
+
+def value_loss(value, returns):
+    """Mean squared error of the critic against its targets R̂_t; inputs have shape (B,)."""
+    # math: L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2
+    return ((value - returns) ** 2).mean()
+
+
+def evaluate(agent: Agent, env_id: str, episodes: int, seed: int, device: torch.device,
+             video_dir: str | None = None) -> list[float]:
+    """Play `episodes` episodes with the deterministic action; return their returns."""
+    env = gym.make(env_id, render_mode="rgb_array" if video_dir else None)
+    if video_dir:
+        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True, disable_logger=True)
+    returns = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed if episode == 0 else None)  # one seed fixes the whole sequence
+        episode_return, done = 0.0, False
+        while not done:
+            with torch.no_grad():
+                action = agent.act_deterministic(torch.as_tensor(obs, dtype=torch.float32, device=device))
+            action = np.clip(action.cpu().numpy(), env.action_space.low, env.action_space.high) if agent.continuous \
+                else int(action)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            episode_return += float(reward)
+            done = terminated or truncated
+        returns.append(episode_return)
+    env.close()
+    return returns
+
+
+def save_checkpoint(path: str, agent: Agent, args: Args, global_step: int) -> None:
+    # Plain tensors, numbers and strings only, so `torch.load(path, weights_only=True)` can read it.
+    torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
+                "obs_dim": agent.actor[0].in_features, "act_dim": agent.actor[-1].out_features,
+                "continuous": agent.continuous}, path)
+
+
+def load_checkpoint(path: str, device: torch.device) -> tuple[Agent, dict]:
+    checkpoint = torch.load(path, map_location=device, weights_only=True)
+    agent = Agent(checkpoint["obs_dim"], checkpoint["act_dim"], checkpoint["continuous"]).to(device)
+    agent.load_state_dict(checkpoint["model"])
+    return agent, checkpoint
+
+
+def evaluate_checkpoint(args: Args) -> list[float]:
+    """Evaluate a saved policy on the environment it was trained on (CLI: --eval-checkpoint)."""
+    check_args(args)
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+    agent, checkpoint = load_checkpoint(args.eval_checkpoint, device)
+    env_id = checkpoint["args"]["env_id"]
+    video_dir = os.path.join(os.path.dirname(args.eval_checkpoint), "videos") if args.capture_video else None
+    returns = evaluate(agent, env_id, args.eval_episodes, args.seed, device, video_dir)
+    print(f"{env_id}: mean return {np.mean(returns):.2f} ± {np.std(returns):.2f} over {len(returns)} deterministic episodes")
+    return returns
+
+
+def train(args: Args) -> dict:
+    """Train with VPG; return a summary dict (run_dir, episodic returns, eval returns, ...)."""
+    check_args(args)
+    batch_size = args.num_envs * args.num_steps
+    num_iterations = args.total_timesteps // batch_size
+    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    run_dir = os.path.join(args.log_dir, run_name)
+    writer = SummaryWriter(run_dir)
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items()))
+
+    # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.deterministic = args.torch_deterministic
+    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+
+    envs = make_env(args.env_id, args.num_envs)
+    obs_dim = envs.single_observation_space.shape[0]
+    # The one place where the action space decides the policy head: Gaussian for Box, else Categorical.
+    continuous = isinstance(envs.single_action_space, gym.spaces.Box)
+    act_dim = envs.single_action_space.shape[0] if continuous else int(envs.single_action_space.n)
+    action_low, action_high = (envs.single_action_space.low, envs.single_action_space.high) if continuous else (0, 0)
+    agent = Agent(obs_dim, act_dim, continuous).to(device)
+    # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
+    # step counts. Adam's ε = 1e-5 as in the PPO scripts; the fused kernel is the fastest on CPU.
+    policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
+    pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
+    vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5, fused=True)
+
+    # --- rollout storage, time-major: (T, N, ...) ---
+    obs = torch.zeros((args.num_steps, args.num_envs, obs_dim), device=device)
+    action_shape, action_dtype = ((act_dim,), torch.float32) if continuous else ((), torch.long)
+    actions = torch.zeros((args.num_steps, args.num_envs, *action_shape), dtype=action_dtype, device=device)
+    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
+    terminations = torch.zeros((args.num_steps, args.num_envs), device=device)
+    truncations = torch.zeros((args.num_steps, args.num_envs), device=device)
+    values = torch.zeros((args.num_steps, args.num_envs), device=device)
+    final_values = torch.zeros((args.num_steps, args.num_envs), device=device)  # V(final obs) where truncated
+
+    global_step, start_time, last_print = 0, time.time(), 0.0
+    episode_return, episode_length = np.zeros(args.num_envs), np.zeros(args.num_envs, dtype=int)
+    episodic_returns, recent_returns = [], deque(maxlen=20)
+    next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
+    next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+    interrupted = False
+    try:
+        for iteration in range(1, num_iterations + 1):
+            # --- rollout: T steps in each of the N envs with the current policy π_θ ---
+            for step in range(args.num_steps):
+                global_step += args.num_envs
+                obs[step] = next_obs
+                with torch.no_grad():  # acting needs no gradient; the update recomputes log π
+                    action, _, _, value = agent.get_action_and_value(next_obs)
+                actions[step], values[step] = action, value
+                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # keeps the sample itself, whose log-probability is the one the gradient needs.
+                env_action = np.clip(action.cpu().numpy(), action_low, action_high) if continuous else action.cpu().numpy()
+                next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
+                rewards[step] = torch.as_tensor(reward, device=device)
+                terminations[step] = torch.as_tensor(terminated, device=device)
+                truncations[step] = torch.as_tensor(truncated, device=device)
+                next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+                if truncated.any():  # bootstrap value of a cut episode: V of its real final observation
+                    idx = np.flatnonzero(truncated)
+                    final_obs = torch.as_tensor(np.stack(infos["final_obs"][idx]), dtype=torch.float32, device=device)
+                    with torch.no_grad():
+                        final_values[step, idx] = agent.get_value(final_obs)
+                episode_return += reward
+                episode_length += 1
+                for i in np.flatnonzero(terminated | truncated):
+                    writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
+                    writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
+                    episodic_returns.append((global_step, float(episode_return[i])))
+                    recent_returns.append(episode_return[i])
+                    episode_return[i], episode_length[i] = 0.0, 0
+
+            # --- bootstrap and advantages ---
+            with torch.no_grad():
+                next_value = agent.get_value(next_obs)  # V(s_T), (N,): bootstraps the paths cut by the batch end
+            # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
+            # truncated. After a termination it is the reset observation's value, masked in GAE.
+            next_values = torch.cat([values[1:], next_value[None]])
+            next_values = torch.where(truncations.bool(), final_values, next_values)
+            advantages, _ = compute_gae(rewards, values, next_values, terminations, truncations,
+                                        args.gamma, args.gae_lambda)
+            # The critic regresses on the discounted rewards-to-go, bootstrapped the same way (as in
+            # Spinning Up); they are GAE's returns with λ = 1.
+            # math: \hat R_t = \sum_{l=0}^{k-1} \gamma^l r_{t+l} + \gamma^k V(s_{t+k}) \quad (\text{0 after a termination})
+            _, returns = compute_gae(rewards, values, next_values, terminations, truncations, args.gamma, 1.0)
+
+            # --- flatten the batch: (T, N, ...) -> (T·N, ...) ---
+            b_obs = obs.reshape(-1, obs_dim)
+            b_actions = actions.reshape(-1, *action_shape)
+            b_values, b_returns = values.reshape(-1), returns.reshape(-1)
+            b_advantages = advantages.reshape(-1)
+            # Normalised over the batch (as in Spinning Up): the same direction, a step size that
+            # does not depend on the scale of the rewards.
+            b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
+
+            # --- update: one policy-gradient step on θ, then vf_iters critic steps on φ ---
+            _, logprob, entropy, _ = agent.get_action_and_value(b_obs, b_actions)
+            pg_loss = vpg_loss(logprob, b_advantages)
+            pi_optimizer.zero_grad()
+            pg_loss.backward()
+            pi_optimizer.step()
+            v_losses = []
+            for _ in range(args.vf_iters):
+                v_loss = value_loss(agent.get_value(b_obs), b_returns)
+                vf_optimizer.zero_grad()
+                v_loss.backward()
+                vf_optimizer.step()
+                v_losses.append(v_loss.detach())
+            with torch.no_grad():  # how far the one step moved the policy: k3 estimate of KL[π_old ‖ π_θ]
+                _, new_logprob, _, _ = agent.get_action_and_value(b_obs, b_actions)
+                logratio = new_logprob - logprob.detach()
+                approx_kl = ((logratio.exp() - 1) - logratio).mean()
+
+            # --- log: the value loss is the mean over the critic steps of this update ---
+            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+            writer.add_scalar("losses/value_loss", torch.stack(v_losses).mean().item(), global_step)
+            writer.add_scalar("losses/entropy", entropy.mean().item(), global_step)
+            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            # Fraction of the variance of the returns that the critic explains: 1 is perfect, ≤ 0 is useless.
+            # math: \mathrm{EV} = 1 - \mathrm{Var}[R - V] / \mathrm{Var}[R]
+            var_returns = b_returns.var()
+            explained_var = (1 - (b_returns - b_values).var() / var_returns).item() if var_returns > 0 else float("nan")
+            writer.add_scalar("losses/explained_variance", explained_var, global_step)
+            sps = global_step / (time.time() - start_time)
+            writer.add_scalar("charts/SPS", sps, global_step)
+            if time.time() - last_print > 5 or iteration == num_iterations:
+                last_print = time.time()
+                mean_return = f"{np.mean(recent_returns):8.2f}" if recent_returns else "     n/a"
+                eta = (num_iterations * batch_size - global_step) / sps
+                print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) {mean_return} | "
+                      f"SPS {sps:6.0f} | ETA {int(eta) // 60}m{int(eta) % 60:02d}s", flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        print(f"interrupted at step {global_step:,}; logs flushed to {run_dir}", file=sys.stderr)
+    finally:
+        envs.close()
+        writer.flush()
+
+    if args.save_model:
+        save_checkpoint(os.path.join(run_dir, "model.pt"), agent, args, global_step)
+        print(f"model saved to {os.path.join(run_dir, 'model.pt')}")
+    eval_returns = []
+    if args.eval_episodes > 0 and not interrupted:
+        video_dir = os.path.join(run_dir, "videos") if args.capture_video else None
+        # Seeds the training envs never used, so the evaluation starts from unseen initial states.
+        eval_returns = evaluate(agent, args.env_id, args.eval_episodes, args.seed + 10_000, device, video_dir)
+        for i, r in enumerate(eval_returns):
+            writer.add_scalar("eval/episodic_return", r, i)
+        print(f"evaluation: mean return {np.mean(eval_returns):.2f} ± {np.std(eval_returns):.2f} "
+              f"over {len(eval_returns)} deterministic episodes")
+    writer.close()
+    if interrupted:
+        raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"
+    return {"run_dir": run_dir, "global_step": global_step, "episodic_returns": episodic_returns,
+            "eval_returns": eval_returns, "agent": agent}
+
+
+if __name__ == "__main__":
+    cli_args = tyro.cli(Args)
+    if cli_args.eval_checkpoint is not None:
+        evaluate_checkpoint(cli_args)
+    else:
+        train(cli_args)
