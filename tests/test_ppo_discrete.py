@@ -1,6 +1,6 @@
-"""Tests specific to ppo_discrete.py: the Categorical policy, truncation inside a real rollout,
-checkpoints, and that CartPole is learned. The math and the command line are tested for every
-script in test_math.py and test_cli_and_runs.py."""
+"""Tests specific to ppo_discrete.py: the Categorical policy, checkpoints, and that CartPole is
+learned. The math, the command line and truncation in a rollout are tested for several scripts
+at once in test_math.py, test_cli_and_runs.py and test_truncation.py."""
 
 import math
 import os
@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from conftest import TICK_LIMIT, run_script, short_args
+from conftest import run_script, short_args
 
 import ppo_discrete as ppo
 
@@ -19,41 +19,6 @@ def test_agent_shapes_and_initial_policy_is_near_uniform():
     assert action.shape == logprob.shape == entropy.shape == value.shape == (7,)
     # the 0.01-scaled policy head makes the first policy almost uniform: H ≈ log 3
     assert entropy.mean().item() == pytest.approx(math.log(3), abs=1e-3)
-
-
-def test_rollout_bootstraps_truncation_with_final_observation(monkeypatch, log_dir):
-    """Inside a real training run: at a time-limit truncation, the V(s_{t+1}) handed to GAE is the
-    critic's value of the real final observation (t = L), not of the reset observation; elsewhere
-    it is the value of the next stored observation; nothing ever counts as terminated."""
-    agents, seen, real_gae = [], [], ppo.compute_gae
-
-    class RecordingAgent(ppo.Agent):
-        def __init__(self, *a):
-            super().__init__(*a)
-            agents.append(self)
-
-    def spy_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
-        with torch.no_grad():
-            final_value = agents[0].get_value(torch.tensor([float(TICK_LIMIT), 1.0])).item()
-            reset_value = agents[0].get_value(torch.tensor([0.0, 1.0])).item()
-        seen.append((values.clone(), next_values.clone(), terminations.clone(), truncations.clone(), final_value, reset_value))
-        return real_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda)
-
-    monkeypatch.setattr(ppo, "Agent", RecordingAgent)
-    monkeypatch.setattr(ppo, "compute_gae", spy_gae)
-    args = ppo.Args(env_id="TickDiscrete-v0", num_envs=2, num_steps=12, num_minibatches=2, total_timesteps=24,
-                    eval_episodes=0, log_dir=log_dir)
-    ppo.train(args)
-    values, next_values, terminations, truncations, final_value, reset_value = seen[0]
-    assert terminations.sum() == 0
-    assert truncations[TICK_LIMIT - 1].tolist() == [1.0, 1.0] and truncations.sum() == 4  # steps 5 and 10
-    assert final_value != pytest.approx(reset_value)
-    for t in range(11):
-        for n in range(2):
-            if truncations[t, n]:
-                assert next_values[t, n].item() == pytest.approx(final_value, abs=1e-6)
-            else:
-                assert next_values[t, n].item() == pytest.approx(values[t + 1, n].item(), abs=1e-6)
 
 
 def test_checkpoint_loads_with_weights_only_and_acts_the_same(log_dir):

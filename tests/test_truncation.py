@@ -1,0 +1,46 @@
+"""Truncation inside real training runs of the scripts with a critic and Discrete actions
+(ppo_continuous.py has its own test, with normalised observations): a time-limit end is
+bootstrapped with the value of the real final observation, which the vector env reports in
+infos["final_obs"] while it already returns the next episode's first observation."""
+
+import pytest
+import torch
+from conftest import TICK_LIMIT, short_args
+
+import ppo_discrete
+import vpg
+
+
+@pytest.mark.parametrize("module", [ppo_discrete, vpg])
+def test_rollout_bootstraps_truncation_with_final_observation(module, monkeypatch, log_dir):
+    """Inside a real training run: at a time-limit truncation, the V(s_{t+1}) handed to GAE is the
+    critic's value of the real final observation (t = L), not of the reset observation; elsewhere
+    it is the value of the next stored observation; nothing ever counts as terminated."""
+    agents, seen, real_gae = [], [], module.compute_gae
+
+    class RecordingAgent(module.Agent):
+        def __init__(self, *a):
+            super().__init__(*a)
+            agents.append(self)
+
+    def spy_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
+        with torch.no_grad():
+            final_value = agents[0].get_value(torch.tensor([float(TICK_LIMIT), 1.0])).item()
+            reset_value = agents[0].get_value(torch.tensor([0.0, 1.0])).item()
+        seen.append((values.clone(), next_values.clone(), terminations.clone(), truncations.clone(), final_value, reset_value))
+        return real_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda)
+
+    monkeypatch.setattr(module, "Agent", RecordingAgent)
+    monkeypatch.setattr(module, "compute_gae", spy_gae)
+    module.train(short_args(module, log_dir, env_id="TickDiscrete-v0", num_envs=2, num_steps=12, total_timesteps=24,
+                            **({"num_minibatches": 2} if module is ppo_discrete else {})))
+    values, next_values, terminations, truncations, final_value, reset_value = seen[0]
+    assert terminations.sum() == 0
+    assert truncations[TICK_LIMIT - 1].tolist() == [1.0, 1.0] and truncations.sum() == 4  # steps 5 and 10
+    assert final_value != pytest.approx(reset_value)
+    for t in range(11):
+        for n in range(2):
+            if truncations[t, n]:
+                assert next_values[t, n].item() == pytest.approx(final_value, abs=1e-6)
+            else:
+                assert next_values[t, n].item() == pytest.approx(values[t + 1, n].item(), abs=1e-6)
