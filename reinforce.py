@@ -84,12 +84,9 @@ def check_args(args: Args) -> None:
     flag = {name: "--" + name.replace("_", "-") for name in vars(args)}
     for name in ("total_timesteps", "num_envs", "batch_size", "num_threads"):
         require(getattr(args, name) >= 1, f"{flag[name]} must be a positive integer, got {getattr(args, name)}")
-    for name in ("learning_rate",):
-        require(getattr(args, name) > 0, f"{flag[name]} must be positive, got {getattr(args, name)}")
-    for name in ("gamma",):
-        require(0 <= getattr(args, name) <= 1, f"{flag[name]} must lie in [0, 1], got {getattr(args, name)}")
+    require(args.learning_rate > 0, f"--learning-rate must be positive, got {args.learning_rate}")
+    require(0 <= args.gamma <= 1, f"--gamma must lie in [0, 1], got {args.gamma}")
     require(args.eval_episodes >= 0, "--eval-episodes must be >= 0")
-    batch_size = args.batch_size
     if args.capture_video:
         try:
             import moviepy  # noqa: F401  (Gymnasium's RecordVideo writes the files with it)
@@ -98,8 +95,8 @@ def check_args(args: Args) -> None:
     if args.eval_checkpoint is not None:  # the env id comes from the checkpoint
         require(os.path.isfile(args.eval_checkpoint), f"--eval-checkpoint {args.eval_checkpoint}: no such file")
         return
-    require(args.total_timesteps >= batch_size, f"--total-timesteps {args.total_timesteps} is less than one batch "
-            f"({batch_size} steps)")
+    require(args.total_timesteps >= args.batch_size, f"--total-timesteps {args.total_timesteps} is less than one batch "
+            f"({args.batch_size} steps)")
     close = ", ".join(difflib.get_close_matches(args.env_id, list(gym.registry), n=3, cutoff=0.6))
     require(args.env_id in gym.registry, f"unknown --env-id {args.env_id!r}" + (f"; did you mean {close}?" if close else ""))
     env = gym.make(args.env_id)
@@ -142,7 +139,9 @@ class Agent(nn.Module):
             layer_init(nn.Linear(64, act_dim), std=0.01),
         )
         if continuous:
-            self.actor_logstd = nn.Parameter(torch.zeros(act_dim))  # log σ = 0: σ = 1 at the start
+            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up: with σ = 1 a third of the early
+            # actions would fall outside MuJoCo's [−1, 1] and be clipped to its bounds.
+            self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
@@ -158,11 +157,6 @@ class Agent(nn.Module):
         if self.continuous:  # independent dimensions: log π(a|s) = Σ_j log N(a_j; μ_j, σ_j), H likewise
             logprob, entropy = logprob.sum(-1), entropy.sum(-1)
         return action, logprob, entropy
-
-    def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
-        """The most likely action (Discrete) or the mean action (Box), for evaluation."""
-        out = self.actor(obs)
-        return out if self.continuous else out.argmax(-1)
 
 
 def compute_returns(rewards, dones, gamma: float):
@@ -198,7 +192,8 @@ def reinforce_loss(logprob, returns):
 
 def evaluate(agent: Agent, env_id: str, episodes: int, seed: int, device: torch.device,
              video_dir: str | None = None) -> list[float]:
-    """Play `episodes` episodes with the deterministic action; return their returns."""
+    """Play `episodes` episodes with the most likely action (Discrete) or the mean action (Box);
+    return their returns."""
     env = gym.make(env_id, render_mode="rgb_array" if video_dir else None)
     if video_dir:
         env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True, disable_logger=True)
@@ -208,9 +203,8 @@ def evaluate(agent: Agent, env_id: str, episodes: int, seed: int, device: torch.
         episode_return, done = 0.0, False
         while not done:
             with torch.no_grad():
-                action = agent.act_deterministic(torch.as_tensor(obs, dtype=torch.float32, device=device))
-            action = np.clip(action.cpu().numpy(), env.action_space.low, env.action_space.high) if agent.continuous \
-                else int(action)
+                out = agent.actor(torch.as_tensor(obs, dtype=torch.float32, device=device)).cpu().numpy()
+            action = np.clip(out, env.action_space.low, env.action_space.high) if agent.continuous else int(out.argmax())
             obs, reward, terminated, truncated, _ = env.step(action)
             episode_return += float(reward)
             done = terminated or truncated

@@ -156,7 +156,9 @@ class Agent(nn.Module):
             layer_init(nn.Linear(64, act_dim), std=0.01),
         )
         if continuous:
-            self.actor_logstd = nn.Parameter(torch.zeros(act_dim))  # log σ = 0: σ = 1 at the start
+            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up: with σ = 1 a third of the early
+            # actions would fall outside MuJoCo's [−1, 1] and be clipped to its bounds.
+            self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
@@ -175,11 +177,6 @@ class Agent(nn.Module):
         if self.continuous:  # independent dimensions: log π(a|s) = Σ_j log N(a_j; μ_j, σ_j), H likewise
             logprob, entropy = logprob.sum(-1), entropy.sum(-1)
         return action, logprob, entropy, self.get_value(obs)
-
-    def act_deterministic(self, obs: torch.Tensor) -> torch.Tensor:
-        """The most likely action (Discrete) or the mean action (Box), for evaluation."""
-        out = self.actor(obs)
-        return out if self.continuous else out.argmax(-1)
 
 
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma: float, gae_lambda: float):
@@ -228,7 +225,8 @@ def value_loss(value, returns):
 
 def evaluate(agent: Agent, env_id: str, episodes: int, seed: int, device: torch.device,
              video_dir: str | None = None) -> list[float]:
-    """Play `episodes` episodes with the deterministic action; return their returns."""
+    """Play `episodes` episodes with the most likely action (Discrete) or the mean action (Box);
+    return their returns."""
     env = gym.make(env_id, render_mode="rgb_array" if video_dir else None)
     if video_dir:
         env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True, disable_logger=True)
@@ -238,9 +236,8 @@ def evaluate(agent: Agent, env_id: str, episodes: int, seed: int, device: torch.
         episode_return, done = 0.0, False
         while not done:
             with torch.no_grad():
-                action = agent.act_deterministic(torch.as_tensor(obs, dtype=torch.float32, device=device))
-            action = np.clip(action.cpu().numpy(), env.action_space.low, env.action_space.high) if agent.continuous \
-                else int(action)
+                out = agent.actor(torch.as_tensor(obs, dtype=torch.float32, device=device)).cpu().numpy()
+            action = np.clip(out, env.action_space.low, env.action_space.high) if agent.continuous else int(out.argmax())
             obs, reward, terminated, truncated, _ = env.step(action)
             episode_return += float(reward)
             done = terminated or truncated
@@ -395,10 +392,10 @@ def train(args: Args) -> dict:
                 approx_kl = ((logratio.exp() - 1) - logratio).mean()
 
             # --- log: the value loss is the mean over the critic steps of this update ---
-            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
-            writer.add_scalar("losses/value_loss", torch.stack(v_losses).mean().item(), global_step)
-            writer.add_scalar("losses/entropy", entropy.mean().item(), global_step)
-            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+            losses = {"policy_loss": pg_loss, "value_loss": torch.stack(v_losses).mean(), "entropy": entropy.mean(),
+                      "approx_kl": approx_kl}
+            for key, value in losses.items():
+                writer.add_scalar(f"losses/{key}", value.item(), global_step)
             # Fraction of the variance of the returns that the critic explains: 1 is perfect, ≤ 0 is useless.
             # math: \mathrm{EV} = 1 - \mathrm{Var}[R - V] / \mathrm{Var}[R]
             var_returns = b_returns.var()

@@ -135,7 +135,7 @@ def test_box_actions_run_and_checkpoint_round_trips(module, log_dir):
     loaded, checkpoint = module.load_checkpoint(path, torch.device("cpu"))
     assert checkpoint["continuous"] and checkpoint["args"]["env_id"] == "Pendulum-v1"
     obs = torch.randn(8, 3)
-    torch.testing.assert_close(loaded.act_deterministic(obs), result["agent"].act_deterministic(obs))
+    torch.testing.assert_close(loaded.actor(obs), result["agent"].actor(obs))
     torch.testing.assert_close(loaded.actor_logstd, result["agent"].actor_logstd)
     cli = run_script(f"{module.__name__}.py", "--eval-checkpoint", path, "--eval-episodes", "1", "--seed", "10001")
     assert cli.returncode == 0, cli.stderr

@@ -1,0 +1,125 @@
+"""Turn finished benchmark runs into learning-curve plots and benchmarks/RESULTS.md.
+
+    python benchmarks/report.py                       # reads benchmarks/results/, writes the plots and RESULTS.md
+    python benchmarks/report.py --out /tmp/smoke --results-md /tmp/smoke/RESULTS.md
+
+One PNG per env with every script on it: at each step x, a run's value is the mean return of its
+last 20 training episodes finished by x; the line is the mean over seeds and the band a 95%
+bootstrap confidence interval of that mean (seeds resampled with replacement). The table gives,
+per script and env, the mean ± std over seeds of the final return (mean of the last 100 training
+episodes, CleanRL's metric), beside the published figures of the reference implementations.
+"""
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from presets import REFERENCES  # noqa: E402
+from run import DEFAULT_OUT, load_results  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+WINDOW = 20
+
+
+def curve_on_grid(steps, returns, grid, window: int = WINDOW) -> np.ndarray:
+    """Mean of the last `window` episode returns finished at or before each grid step (NaN before the first)."""
+    steps, returns = np.asarray(steps), np.asarray(returns, dtype=float)
+    cumsum = np.concatenate([[0.0], np.cumsum(returns)])
+    ended = np.searchsorted(steps, grid, side="right")  # episodes finished by each grid step
+    first = np.maximum(ended - window, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = (cumsum[ended] - cumsum[first]) / (ended - first)
+    return np.where(ended > 0, values, np.nan)
+
+
+def bootstrap_band(values: np.ndarray, n_boot: int = 2000, seed: int = 0, level: float = 0.95):
+    """values: (seeds, points). Returns the mean over seeds and the lower and upper bounds of a
+    percentile bootstrap confidence interval of that mean, each of shape (points,)."""
+    rng = np.random.default_rng(seed)
+    n = values.shape[0]
+    resampled = values[rng.integers(0, n, size=(n_boot, n))].mean(axis=1)  # (n_boot, points)
+    tail = (1 - level) / 2 * 100
+    return values.mean(axis=0), np.percentile(resampled, tail, axis=0), np.percentile(resampled, 100 - tail, axis=0)
+
+
+def display(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def plot_env(env_id: str, by_algo: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    for algo, runs in sorted(by_algo.items()):
+        budget = max(r["total_timesteps"] for r in runs)
+        grid = np.linspace(0, budget, 200)
+        values = np.stack([curve_on_grid(r["curve"]["step"], r["curve"]["return"], grid) for r in runs])
+        keep = ~np.isnan(values).any(axis=0)
+        mean, low, high = bootstrap_band(values[:, keep])
+        ax.plot(grid[keep], mean, label=f"{algo} ({len(runs)} seeds)")
+        ax.fill_between(grid[keep], low, high, alpha=0.25)
+    ax.set(title=env_id, xlabel="environment steps", ylabel=f"return (mean of last {WINDOW} episodes)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder that run.py wrote")
+    parser.add_argument("--results-md", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
+    args = parser.parse_args()
+
+    results = load_results(args.out)
+    finished = [r for r in results if r["status"] == "ok"]
+    cells = defaultdict(lambda: defaultdict(list))  # env -> algo -> runs
+    for r in finished:
+        cells[r["env_id"]][r["algo"]].append(r)
+    lines = ["# Benchmark results", "",
+             f"Made by `python benchmarks/report.py` from the runs in `{display(args.out)}/runs/` "
+             "(one `result.json` per run: command, versions, machine, wall time, SPS, full learning curve).",
+             "Final return: mean over seeds of each run's mean return over its last 100 training episodes "
+             "(stochastic policy; CleanRL's metric), ± the standard deviation over seeds.", ""]
+    if finished:
+        m = finished[0]["machine"]
+        lines += [f"Machine: {m['cpu']}, {m['cores']} cores; Python {m['python']}; "
+                  + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ". "
+                  f"Up to {max(r['workers'] for r in finished)} runs shared the machine at once, so wall time and SPS "
+                  "are those of a busy machine; `benchmarks/` measures learning, not speed.", ""]
+    for env_id in sorted(cells):
+        png = args.out / f"{env_id}.png"
+        plot_env(env_id, cells[env_id], png)
+        rel = png.relative_to(args.results_md.parent) if png.is_relative_to(args.results_md.parent) else png
+        lines += [f"## {env_id}", "", f"![{env_id}]({rel})", "",
+                  "| script | seeds | steps | final return | median wall | median SPS | reference |",
+                  "|---|---|---|---|---|---|---|"]
+        for algo, runs in sorted(cells[env_id].items()):
+            finals = [r["final_return"] for r in runs]
+            seeds = ", ".join(str(r["seed"]) for r in sorted(runs, key=lambda r: r["seed"]))
+            steps = int(np.median([r["total_timesteps"] for r in runs]))
+            wall, sps = np.median([r["wall_seconds"] for r in runs]) / 60, np.median([r["sps"] for r in runs])
+            lines.append(f"| `{algo}` | {seeds} | {steps:,} | {np.mean(finals):.1f} ± {np.std(finals):.1f} | {wall:.1f} min "
+                         f"| {sps:,.0f} | {REFERENCES.get((algo, env_id), '')} |")
+        lines += ["", "Reproduce one run (any seed), or the whole cell:", "", "```bash"]
+        for algo, runs in sorted(cells[env_id].items()):
+            lines.append(runs[0]["command"])
+            lines.append(f"python benchmarks/run.py --suite {runs[0]['suite']} --only {algo}__{env_id}__")
+        lines += ["```", ""]
+    failed = [r for r in results if r["status"] != "ok"]
+    if failed:
+        lines += ["## Failed runs", ""] + [f"- `{r['command']}`: {r['error']}" for r in failed] + [""]
+    args.results_md.write_text("\n".join(lines))
+    print(f"wrote {args.results_md} and {len(cells)} plots in {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""Run a benchmark suite: every (script, env, seed) of benchmarks/presets.py as its own process.
+
+    python benchmarks/run.py --suite classic              # all cores, results in benchmarks/results/
+    python benchmarks/run.py --suite smoke --workers 1 --out /tmp/smoke
+    python benchmarks/run.py --suite mujoco --print-commands
+
+Resumable: a run whose result.json exists is skipped, so rerunning the same command completes
+only what is missing (failed runs are retried). Each result is written to a temporary file and
+renamed into place, so a run cut short is never mistaken for a finished one. A failed run is
+recorded with its error and does not stop the others. After every run, results/summary.csv is
+rewritten from all finished runs.
+
+Each run's learning curve is read back from its own TensorBoard events with tensorboard's reader.
+"""
+
+import argparse
+import csv
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from presets import SUITES  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "benchmarks" / "results"
+SUMMARY_COLUMNS = ["algo", "env_id", "seed", "total_timesteps", "final_return", "wall_seconds", "sps", "command"]
+
+
+def run_id(script: str, env_id: str, seed: int) -> str:
+    return f"{script}__{env_id}__seed{seed}"
+
+
+def matrix(suite: str) -> list[dict]:
+    """The runs of a suite, in the presets' order: one dict per (script, env, seed)."""
+    return [{"id": run_id(script, env_id, seed), "suite": suite, "algo": script, "env_id": env_id, "seed": seed, "flags": flags}
+            for script, env_id, flags, seeds in SUITES[suite] for seed in seeds]
+
+
+def command(run: dict, log_dir: str | None = None) -> list[str]:
+    """The exact command of a run (as a user would type it, from the repository root)."""
+    cmd = ["python", f"{run['algo']}.py", "--env-id", run["env_id"], "--seed", str(run["seed"]), *run["flags"]]
+    return cmd + (["--log-dir", log_dir] if log_dir else [])
+
+
+def machine() -> dict:
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    versions = {name: metadata.version(name) for name in ("torch", "gymnasium", "numpy", "tyro", "tensorboard", "mujoco")}
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "versions": versions}
+
+
+def read_curve(log_dir: str) -> dict:
+    """Episodic returns and lengths, the final SPS and the run's settings, from its TensorBoard events."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (events_dir,) = [os.path.join(log_dir, d) for d in os.listdir(log_dir)]  # the script's run folder
+    events = EventAccumulator(events_dir, size_guidance={"scalars": 0})  # 0: keep every point
+    events.Reload()
+    returns, lengths = events.Scalars("charts/episodic_return"), events.Scalars("charts/episodic_length")
+    return {"step": [e.step for e in returns], "return": [round(e.value, 3) for e in returns],
+            "length": [int(e.value) for e in lengths], "sps": events.Scalars("charts/SPS")[-1].value,
+            "global_step": events.Scalars("charts/SPS")[-1].step}  # steps taken by the end of the last update
+
+
+def final_return(returns: list[float]) -> float:
+    """The metric CleanRL publishes: the mean return of the last 100 training episodes."""
+    return float(np.mean(returns[-100:]))
+
+
+def write_json_atomically(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)  # atomic on POSIX: readers see the old file or the whole new one
+
+
+def execute(run: dict, out: Path, workers: int = 1) -> dict:
+    """Run one (script, env, seed), read its curve, write <out>/runs/<id>/result.json."""
+    run_dir = out / "runs" / run["id"]
+    log_dir = out / "tensorboard" / run["id"]
+    shutil.rmtree(log_dir, ignore_errors=True)  # what a killed attempt left behind
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cmd = command(run)
+    result = {"algo": run["algo"], "env_id": run["env_id"], "seed": run["seed"], "suite": run["suite"],
+              "command": shlex.join(cmd), "machine": machine(), "workers": workers,
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    start = time.time()
+    proc = subprocess.run([sys.executable, *command(run, str(log_dir))[1:]], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    result["wall_seconds"] = round(time.time() - start, 1)
+    try:
+        if proc.returncode != 0:
+            raise RuntimeError(f"exit code {proc.returncode}: " + " | ".join(proc.stderr.strip().splitlines()[-3:]))
+        curve = read_curve(str(log_dir))
+        if not curve["return"]:
+            raise RuntimeError("the run finished no episode")
+        result.update(status="ok", final_return=round(final_return(curve["return"]), 2), sps=round(curve["sps"]),
+                      total_timesteps=curve.pop("global_step"), curve=curve)
+    except Exception as error:  # recorded, and the other runs go on
+        result.update(status="failed", error=str(error))
+    write_json_atomically(run_dir / "result.json", result)
+    return result
+
+
+def is_finished(run: dict, out: Path) -> bool:
+    """Finished means a complete result.json that says ok; a failed run is tried again."""
+    path = out / "runs" / run["id"] / "result.json"
+    return path.exists() and json.loads(path.read_text())["status"] == "ok"
+
+
+def load_results(out: Path) -> list[dict]:
+    results = []
+    for path in sorted((out / "runs").glob("*/result.json")):
+        results.append(json.loads(path.read_text()))
+    return results
+
+
+def write_summary(out: Path) -> None:
+    """summary.csv: one row per finished run, sorted, rewritten atomically."""
+    rows = sorted((r for r in load_results(out) if r["status"] == "ok"), key=lambda r: (r["algo"], r["env_id"], r["seed"]))
+    tmp = out / "summary.csv.tmp"
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, SUMMARY_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, out / "summary.csv")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", required=True, choices=sorted(SUITES))
+    parser.add_argument("--workers", type=int, default=os.cpu_count(), help="runs at once (default: the number of cores)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder (default: benchmarks/results)")
+    parser.add_argument("--only", default="", help="run only the runs whose id contains this text")
+    parser.add_argument("--print-commands", action="store_true", help="print the suite's commands and exit")
+    args = parser.parse_args()
+
+    runs = [r for r in matrix(args.suite) if args.only in r["id"]]
+    if args.print_commands:
+        for run in runs:
+            print(shlex.join(command(run, f"runs/{run['id']}")))
+        return
+    todo = [r for r in runs if not is_finished(r, args.out)]
+    print(f"suite {args.suite}: {len(runs)} runs, {len(runs) - len(todo)} already finished, {len(todo)} to run "
+          f"with {args.workers} workers; results in {args.out}", flush=True)
+    lock, done, failed, start = threading.Lock(), 0, 0, time.time()
+
+    def job(run: dict) -> None:
+        nonlocal done, failed
+        result = execute(run, args.out, args.workers)
+        with lock:
+            done += 1
+            failed += result["status"] != "ok"
+            write_summary(args.out)
+            elapsed = time.time() - start
+            eta = elapsed / done * (len(todo) - done)
+            outcome = f"final return {result['final_return']:.1f}" if result["status"] == "ok" else f"FAILED: {result['error']}"
+            print(f"[{done}/{len(todo)}] {run['id']}: {outcome} ({result['wall_seconds']:.0f} s) | "
+                  f"elapsed {elapsed / 60:.1f} min, ETA {eta / 60:.1f} min", flush=True)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        list(pool.map(job, todo))
+    write_summary(args.out)
+    print(f"done: {done - failed} finished, {failed} failed", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

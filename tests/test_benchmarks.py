@@ -1,0 +1,78 @@
+"""benchmarks/: the smoke suite end to end (runner, then report), resuming, failures, and the
+aggregation behind the tables and plots on synthetic curves."""
+
+import csv
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import report  # noqa: E402
+import run  # noqa: E402
+
+
+def test_smoke_suite_runs_end_to_end_and_resumes(tmp_path):
+    def runner(*flags):
+        return subprocess.run([sys.executable, "benchmarks/run.py", "--suite", "smoke", "--out", str(tmp_path), *flags],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+    first = runner("--workers", "2")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "[4/4]" in first.stdout and "done: 4 finished, 0 failed" in first.stdout
+    with open(tmp_path / "summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["algo"] for r in rows} == {"ppo_discrete", "ppo_continuous", "vpg", "reinforce"}
+    assert set(run.SUMMARY_COLUMNS) <= set(rows[0])
+    for row in rows:
+        assert float(row["wall_seconds"]) > 0 and float(row["sps"]) > 0 and int(row["total_timesteps"]) >= 1024
+    again = runner()
+    assert "4 already finished, 0 to run" in again.stdout
+
+    made = subprocess.run([sys.executable, "benchmarks/report.py", "--out", str(tmp_path), "--results-md",
+                           str(tmp_path / "RESULTS.md")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "## CartPole-v1" in text and "## Pendulum-v1" in text and "| `reinforce` | 1 |" in text
+    assert "python vpg.py --env-id CartPole-v1 --seed 1" in text
+    assert (tmp_path / "CartPole-v1.png").stat().st_size > 10_000
+
+
+def test_failed_run_is_recorded_and_retried_and_half_written_result_is_not_finished(tmp_path):
+    bad = {"id": "vpg__CartPole-v1__seed1", "suite": "smoke", "algo": "vpg", "env_id": "CartPole-v1", "seed": 1,
+           "flags": ["--num-envs", "0"]}
+    result = run.execute(bad, tmp_path)
+    assert result["status"] == "failed" and "--num-envs must be a positive integer" in result["error"]
+    assert not run.is_finished(bad, tmp_path)  # recorded, and run again next time
+    other = dict(bad, id="vpg__CartPole-v1__seed2")
+    (tmp_path / "runs" / other["id"]).mkdir(parents=True)
+    (tmp_path / "runs" / other["id"] / "result.tmp").write_text('{"status": "ok"')  # killed mid-write
+    assert not run.is_finished(other, tmp_path)
+
+
+def test_final_return_is_mean_of_last_100_episodes():
+    assert run.final_return(list(range(1000))) == pytest.approx(np.mean(range(900, 1000)))
+    assert run.final_return([3.0, 5.0]) == 4.0  # fewer than 100 episodes: all of them
+
+
+def test_curve_on_grid_is_mean_of_last_episodes_finished_by_each_step():
+    steps, returns = [10, 20, 30, 40], [1.0, 2.0, 3.0, 10.0]
+    values = report.curve_on_grid(steps, returns, np.array([5, 10, 25, 40, 100]), window=2)
+    np.testing.assert_allclose(values, [np.nan, 1.0, 1.5, 6.5, 6.5])
+
+
+def test_bootstrap_band_brackets_the_mean_and_collapses_when_seeds_agree():
+    same = np.tile(np.linspace(0, 1, 5), (4, 1))
+    mean, low, high = report.bootstrap_band(same)
+    np.testing.assert_allclose(mean, same[0])
+    np.testing.assert_allclose(low, same[0])
+    np.testing.assert_allclose(high, same[0])
+    rng = np.random.default_rng(1)
+    spread = rng.normal(100, 10, size=(5, 50))
+    mean, low, high = report.bootstrap_band(spread)
+    assert np.all(low <= mean) and np.all(mean <= high)
+    assert np.all(low >= spread.min(0)) and np.all(high <= spread.max(0))
+    # the band's width is about that of a 95% interval of a mean of 5 seeds: ±1.96·σ/√5 ≈ ±8.8
+    assert 8 < np.mean(high - low) < 25
