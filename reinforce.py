@@ -154,7 +154,10 @@ class Agent(nn.Module):
         if action is None:
             action = dist.sample()
         logprob, entropy = dist.log_prob(action), dist.entropy()
-        if self.continuous:  # independent dimensions: log π(a|s) = Σ_j log N(a_j; μ_j, σ_j), H likewise
+        if self.continuous:
+            # The action dimensions are independent, so the density is a product: log-probs add up
+            # over the last axis, and so do the entropies.
+            # math: \log \pi_\theta(a|s) = \sum_{j=1}^{d} \log \mathcal{N}(a_j;\, \mu_{\theta,j}(s), \sigma_j^2)
             logprob, entropy = logprob.sum(-1), entropy.sum(-1)
         return action, logprob, entropy
 
@@ -186,7 +189,12 @@ def reinforce_loss(logprob, returns):
     log-probability of each action in proportion to the return that followed. Its value is no
     measure of how well the policy performs: judge a run by its returns.
     """
-    # math: L(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, G_t, \qquad -\nabla_\theta L = \hat g
+    # The estimate of ∇J from the batch's episodes τ ∈ D (Williams 1992, in rewards-to-go form):
+    # math: \hat g = \frac{1}{|D|} \sum_{\tau \in D} \sum_{t} \nabla_\theta \log \pi_\theta(a_t|s_t)\, G_t
+    # The loss averages over the B steps instead of the |D| episodes: that rescales each batch's
+    # gradient by |D|/B > 0, which leaves its direction alone and which Adam's normalised steps
+    # barely feel.
+    # math: L(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, G_t, \qquad -\nabla_\theta L = \frac{|D|}{B}\,\hat g
     return -(logprob * returns).mean()
 
 
@@ -315,7 +323,10 @@ def train(args: Args) -> dict:
             b_obs, b_actions = torch.stack(b_obs), torch.stack(b_actions)  # (B, obs_dim), (B,) or (B, act_dim)
             b_returns = compute_returns(torch.tensor(b_rewards, device=device), torch.tensor(b_dones, device=device),
                                         args.gamma)
-            if args.norm_returns:  # subtracting a constant keeps the gradient unbiased; scaling keeps its direction
+            if args.norm_returns:
+                # Subtracting a constant baseline keeps the gradient unbiased, since E[∇log π] = 0;
+                # dividing by a positive number keeps its direction.
+                # math: \tilde G_t = (G_t - \bar G) / (\sigma_G + 10^{-8})
                 b_returns = (b_returns - b_returns.mean()) / (b_returns.std() + 1e-8)
 
             # --- update: one policy-gradient step on θ ---
@@ -324,7 +335,9 @@ def train(args: Args) -> dict:
             optimizer.zero_grad()
             pg_loss.backward()
             optimizer.step()
-            with torch.no_grad():  # how far the one step moved the policy: k3 estimate of KL[π_old ‖ π_θ]
+            # How far the one step moved the policy: the k3 estimate of KL[π_old ‖ π_θ], r = π_θ / π_old.
+            # math: k_3 = \mathbb{E}_t\big[(r_t - 1) - \log r_t\big]
+            with torch.no_grad():
                 _, new_logprob, _ = agent.get_action(b_obs, b_actions)
                 logratio = new_logprob - logprob.detach()
                 approx_kl = ((logratio.exp() - 1) - logratio).mean()

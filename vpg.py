@@ -174,7 +174,10 @@ class Agent(nn.Module):
         if action is None:
             action = dist.sample()
         logprob, entropy = dist.log_prob(action), dist.entropy()
-        if self.continuous:  # independent dimensions: log π(a|s) = Σ_j log N(a_j; μ_j, σ_j), H likewise
+        if self.continuous:
+            # The action dimensions are independent, so the density is a product: log-probs add up
+            # over the last axis, and so do the entropies.
+            # math: \log \pi_\theta(a|s) = \sum_{j=1}^{d} \log \mathcal{N}(a_j;\, \mu_{\theta,j}(s), \sigma_j^2)
             logprob, entropy = logprob.sum(-1), entropy.sum(-1)
         return action, logprob, entropy, self.get_value(obs)
 
@@ -371,6 +374,7 @@ def train(args: Args) -> dict:
             b_advantages = advantages.reshape(-1)
             # Normalised over the batch (as in Spinning Up): the same direction, a step size that
             # does not depend on the scale of the rewards.
+            # math: \tilde A_t = (\hat A_t - \bar A) / (\sigma_A + 10^{-8})
             b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
             # --- update: one policy-gradient step on θ, then vf_iters critic steps on φ ---
@@ -386,7 +390,9 @@ def train(args: Args) -> dict:
                 v_loss.backward()
                 vf_optimizer.step()
                 v_losses.append(v_loss.detach())
-            with torch.no_grad():  # how far the one step moved the policy: k3 estimate of KL[π_old ‖ π_θ]
+            # How far the one step moved the policy: the k3 estimate of KL[π_old ‖ π_θ], r = π_θ / π_old.
+            # math: k_3 = \mathbb{E}_t\big[(r_t - 1) - \log r_t\big]
+            with torch.no_grad():
                 _, new_logprob, _, _ = agent.get_action_and_value(b_obs, b_actions)
                 logratio = new_logprob - logprob.detach()
                 approx_kl = ((logratio.exp() - 1) - logratio).mean()
