@@ -116,7 +116,10 @@ def main() -> None:
         lines += ["```", ""]
     failed = [r for r in results if r["status"] != "ok"]
     if failed:
-        lines += ["## Failed runs", ""] + [f"- `{r['command']}`: {r['error']}" for r in failed] + [""]
+        lines += ["## Failed runs", ""]
+        for r in failed:
+            lines.append(f"- `{r.get('command') or r['algo']}` ({r['env_id']}, seed {r['seed']}): {r['error']}")
+        lines.append("")
     args.results_md.write_text("\n".join(lines))
     print(f"wrote {args.results_md} and {len(cells)} plots in {args.out}")
 

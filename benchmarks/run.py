@@ -89,18 +89,16 @@ def write_json_atomically(path: Path, data: dict) -> None:
     os.replace(tmp, path)  # atomic on POSIX: readers see the old file or the whole new one
 
 
-def execute(run: dict, out: Path, workers: int = 1) -> dict:
-    """Run one (script, env, seed), read its curve, write <out>/runs/<id>/result.json."""
-    run_dir = out / "runs" / run["id"]
-    log_dir = out / "tensorboard" / run["id"]
-    shutil.rmtree(log_dir, ignore_errors=True)  # what a killed attempt left behind
-    run_dir.mkdir(parents=True, exist_ok=True)
+def perform(run: dict, root: Path, log_dir: Path, workers: int = 1) -> dict:
+    """Run one (script, env, seed) from the repository at `root`, logging to `log_dir`; return its
+    result (status, final return, curve, metadata). Writes nothing else, so that the same
+    function serves the local backend and a Ray task on another machine."""
     cmd = command(run)
     result = {"algo": run["algo"], "env_id": run["env_id"], "seed": run["seed"], "suite": run["suite"],
               "command": shlex.join(cmd), "machine": machine(), "workers": workers,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     start = time.time()
-    proc = subprocess.run([sys.executable, *command(run, str(log_dir))[1:]], cwd=ROOT, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, *command(run, str(log_dir))[1:]], cwd=root, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONWARNINGS="ignore"))
     result["wall_seconds"] = round(time.time() - start, 1)
     try:
@@ -113,8 +111,32 @@ def execute(run: dict, out: Path, workers: int = 1) -> dict:
                       total_timesteps=curve.pop("global_step"), curve=curve)
     except Exception as error:  # recorded, and the other runs go on
         result.update(status="failed", error=str(error))
-    write_json_atomically(run_dir / "result.json", result)
     return result
+
+
+def record(out: Path, run: dict, result: dict) -> None:
+    """Write a run's result.json atomically (the one thing that marks a run finished)."""
+    run_dir = out / "runs" / run["id"]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(run_dir / "result.json", result)
+
+
+def execute(run: dict, out: Path, workers: int = 1) -> dict:
+    """The local backend's job: run, then record, keeping the TensorBoard events under <out>/tensorboard."""
+    log_dir = out / "tensorboard" / run["id"]
+    shutil.rmtree(log_dir, ignore_errors=True)  # what a killed attempt left behind
+    result = perform(run, ROOT, log_dir, workers)
+    record(out, run, result)
+    return result
+
+
+def ray_task(run: dict, workers: int) -> dict:
+    """The body of a Ray task: run in the task's copy of the repository (Ray's working_dir), with
+    the events in a temporary folder; the curve travels back to the driver inside the result."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as log_dir:
+        return perform(run, Path.cwd(), Path(log_dir), workers)
 
 
 def is_finished(run: dict, out: Path) -> bool:
@@ -141,6 +163,64 @@ def write_summary(out: Path) -> None:
     os.replace(tmp, out / "summary.csv")
 
 
+def run_matrix(runs: list[dict], out: Path, workers: int, backend: str = "local", address: str | None = None,
+               cpus_per_run: float = 1.0) -> tuple[int, int]:
+    """Run every run not yet finished; return (finished, failed). Progress is printed as runs end."""
+    todo = [r for r in runs if not is_finished(r, out)]
+    where = f"Ray at {address}" if address else ("a local Ray instance" if backend == "ray" else f"{workers} local workers")
+    print(f"{len(runs)} runs, {len(runs) - len(todo)} already finished, {len(todo)} to run on {where}; "
+          f"results in {out}", flush=True)
+    lock, done, failed, start = threading.Lock(), 0, 0, time.time()
+
+    def finish(run: dict, result: dict) -> None:
+        nonlocal done, failed
+        with lock:
+            if backend == "ray":  # the driver records what a task returns (the local backend already has)
+                record(out, run, result)
+            done += 1
+            failed += result["status"] != "ok"
+            write_summary(out)
+            elapsed = time.time() - start
+            eta = elapsed / done * (len(todo) - done)
+            outcome = f"final return {result['final_return']:.1f}" if result["status"] == "ok" else f"FAILED: {result['error']}"
+            print(f"[{done}/{len(todo)}] {run['id']}: {outcome} ({result.get('wall_seconds', 0):.0f} s) | "
+                  f"elapsed {elapsed / 60:.1f} min, ETA {eta / 60:.1f} min", flush=True)
+
+    if backend == "local":
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            list(pool.map(lambda run: finish(run, execute(run, out, workers)), todo))
+    else:
+        import ray  # optional: pip install -r benchmarks/requirements-ray.txt
+
+        # The repository travels to every worker as the tasks' working directory (results and
+        # virtual environments stay behind); each worker needs the packages of requirements.txt.
+        runtime_env = {"working_dir": str(ROOT), "excludes": [".git", ".venv", "benchmarks/results", "runs", "docs"]}
+        # Ray runs its workers at nice 15 by default; here the runs are the work, and a niced run on
+        # a busy machine would take many times longer (its wall time and SPS would mean little).
+        os.environ.setdefault("RAY_worker_niceness", "0")  # read when a local instance starts
+        ray.init(address=address, num_cpus=None if address else workers, runtime_env=runtime_env,
+                 include_dashboard=False, log_to_driver=False)
+        try:
+            # A task whose worker dies is retried once by Ray; a run that fails is recorded as failed.
+            if ray_task.__module__ != "__main__":  # imported (as by the tests): ship the code, not a module name
+                ray.cloudpickle.register_pickle_by_value(sys.modules[ray_task.__module__])
+            task = ray.remote(num_cpus=cpus_per_run, max_retries=1)(ray_task)
+            pending = {task.remote(run, workers): run for run in todo}
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                run = pending.pop(ready[0])
+                try:
+                    result = ray.get(ready[0])
+                except Exception as error:  # the task itself failed: worker lost, out of memory, a bug, ...
+                    result = {key: run.get(key) for key in ("algo", "env_id", "seed", "suite")}
+                    result.update(status="failed", error=f"{type(error).__name__}: {str(error).strip().splitlines()[-1]}")
+                finish(run, result)
+        finally:
+            ray.shutdown()
+    write_summary(out)
+    return done - failed, failed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", required=True, choices=sorted(SUITES))
@@ -148,35 +228,21 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder (default: benchmarks/results)")
     parser.add_argument("--only", default="", help="run only the runs whose id contains this text")
     parser.add_argument("--print-commands", action="store_true", help="print the suite's commands and exit")
+    parser.add_argument("--backend", choices=["local", "ray"], default="local",
+                        help="local processes, or Ray tasks (pip install -r benchmarks/requirements-ray.txt)")
+    parser.add_argument("--address", help="with --backend ray: address of an existing Ray cluster (default: start a local one)")
+    parser.add_argument("--cpus-per-run", type=float, default=1.0, help="with --backend ray: CPUs Ray reserves for each run")
     args = parser.parse_args()
 
     runs = [r for r in matrix(args.suite) if args.only in r["id"]]
-    if args.print_commands:
+    if args.print_commands:  # for slurm job arrays, GNU parallel, ...: one line per run, from the repository root
+        print(f"# run from {ROOT}")
         for run in runs:
-            print(shlex.join(command(run, f"runs/{run['id']}")))
+            print(shlex.join(command(run, str(args.out.resolve() / "tensorboard" / run["id"]))))
         return
-    todo = [r for r in runs if not is_finished(r, args.out)]
-    print(f"suite {args.suite}: {len(runs)} runs, {len(runs) - len(todo)} already finished, {len(todo)} to run "
-          f"with {args.workers} workers; results in {args.out}", flush=True)
-    lock, done, failed, start = threading.Lock(), 0, 0, time.time()
-
-    def job(run: dict) -> None:
-        nonlocal done, failed
-        result = execute(run, args.out, args.workers)
-        with lock:
-            done += 1
-            failed += result["status"] != "ok"
-            write_summary(args.out)
-            elapsed = time.time() - start
-            eta = elapsed / done * (len(todo) - done)
-            outcome = f"final return {result['final_return']:.1f}" if result["status"] == "ok" else f"FAILED: {result['error']}"
-            print(f"[{done}/{len(todo)}] {run['id']}: {outcome} ({result['wall_seconds']:.0f} s) | "
-                  f"elapsed {elapsed / 60:.1f} min, ETA {eta / 60:.1f} min", flush=True)
-
-    with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        list(pool.map(job, todo))
-    write_summary(args.out)
-    print(f"done: {done - failed} finished, {failed} failed", flush=True)
+    print(f"suite {args.suite}: ", end="")
+    finished, failed = run_matrix(runs, args.out, args.workers, args.backend, args.address, args.cpus_per_run)
+    print(f"done: {finished} finished, {failed} failed", flush=True)
     sys.exit(1 if failed else 0)
 
 

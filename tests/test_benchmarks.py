@@ -2,6 +2,8 @@
 aggregation behind the tables and plots on synthetic curves."""
 
 import csv
+import json
+import os
 import subprocess
 import sys
 
@@ -14,12 +16,20 @@ import report  # noqa: E402
 import run  # noqa: E402
 
 
-def test_smoke_suite_runs_end_to_end_and_resumes(tmp_path):
-    def runner(*flags):
-        return subprocess.run([sys.executable, "benchmarks/run.py", "--suite", "smoke", "--out", str(tmp_path), *flags],
-                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+def run_suite(out, *flags):
+    return subprocess.run([sys.executable, "benchmarks/run.py", "--suite", "smoke", "--out", str(out), *flags],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
 
-    first = runner("--workers", "2")
+
+@pytest.fixture(scope="module")
+def local_smoke(tmp_path_factory):
+    """The smoke suite, run once with the local backend: (results folder, the runner's output)."""
+    out = tmp_path_factory.mktemp("smoke")
+    return out, run_suite(out, "--workers", "2")
+
+
+def test_smoke_suite_runs_end_to_end_and_resumes(local_smoke):
+    tmp_path, first = local_smoke
     assert first.returncode == 0, first.stdout + first.stderr
     assert "[4/4]" in first.stdout and "done: 4 finished, 0 failed" in first.stdout
     with open(tmp_path / "summary.csv") as f:
@@ -28,7 +38,7 @@ def test_smoke_suite_runs_end_to_end_and_resumes(tmp_path):
     assert set(run.SUMMARY_COLUMNS) <= set(rows[0])
     for row in rows:
         assert float(row["wall_seconds"]) > 0 and float(row["sps"]) > 0 and int(row["total_timesteps"]) >= 1024
-    again = runner()
+    again = run_suite(tmp_path)
     assert "4 already finished, 0 to run" in again.stdout
 
     made = subprocess.run([sys.executable, "benchmarks/report.py", "--out", str(tmp_path), "--results-md",
@@ -76,3 +86,45 @@ def test_bootstrap_band_brackets_the_mean_and_collapses_when_seeds_agree():
     assert np.all(low >= spread.min(0)) and np.all(high <= spread.max(0))
     # the band's width is about that of a 95% interval of a mean of 5 seeds: ±1.96·σ/√5 ≈ ±8.8
     assert 8 < np.mean(high - low) < 25
+
+
+# --- the Ray backend (a local Ray instance on loopback) and --print-commands ---
+
+
+def test_smoke_suite_through_ray_gives_the_local_backend_results(local_smoke, tmp_path):
+    local, through_ray = local_smoke[0], tmp_path
+    proc = run_suite(through_ray, "--workers", "2", "--backend", "ray")
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    assert (local / "summary.csv").read_text().count("\n") == (through_ray / "summary.csv").read_text().count("\n") == 5
+    for run_spec in run.matrix("smoke"):
+        a, b = (json.loads((out / "runs" / run_spec["id"] / "result.json").read_text()) for out in (local, through_ray))
+        assert a.keys() == b.keys()  # the same format ...
+        assert a["curve"] == {**b["curve"], "sps": a["curve"]["sps"]}  # ... and the same run, step for step
+        assert a["final_return"] == b["final_return"] and a["command"] == b["command"]
+
+
+def test_ray_records_a_failing_task_and_finishes_the_others(tmp_path):
+    good = run.matrix("smoke")[0]
+    bad_run = dict(good, id="bad__run", flags=["--num-envs", "0"])  # the script refuses it
+    broken_task = dict(good, id="broken__task", flags=None)  # the task itself raises (TypeError)
+    finished, failed = run.run_matrix([good, bad_run, broken_task], tmp_path, workers=2, backend="ray")
+    assert (finished, failed) == (1, 2)
+    ids = (good["id"], "bad__run", "broken__task")
+    results = {r: json.loads((tmp_path / "runs" / r / "result.json").read_text()) for r in ids}
+    assert results[good["id"]]["status"] == "ok"
+    assert "--num-envs must be a positive integer" in results["bad__run"]["error"]
+    assert results["broken__task"]["status"] == "failed" and "TypeError" in results["broken__task"]["error"]
+    # rerunning completes only what is missing
+    assert not run.is_finished(bad_run, tmp_path) and run.is_finished(good, tmp_path)
+
+
+def test_printed_commands_run_as_they_are(tmp_path):
+    printed = run_suite(tmp_path, "--print-commands")
+    lines = printed.stdout.strip().splitlines()
+    assert lines[0] == f"# run from {ROOT}" and len(lines) == 1 + len(run.matrix("smoke"))
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])  # `python` = this venv
+    proc = subprocess.run(lines[1], shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    first = run.matrix("smoke")[0]
+    curve = run.read_curve(str(tmp_path / "tensorboard" / first["id"]))
+    assert curve["return"] and curve["global_step"] >= 1024

@@ -101,8 +101,11 @@ def test_tensorboard_logs_every_tag(script, log_dir):
 
 @pytest.mark.parametrize("path", PATHS)
 def test_ctrl_c_flushes_logs_saves_model_and_exits_cleanly(path, tmp_path):
+    # SIGINT as at a terminal: a test run started in the background (`pytest &`) would otherwise
+    # pass on an ignored SIGINT, and Python then never raises KeyboardInterrupt.
     proc = subprocess.Popen([sys.executable, str(ROOT / path), "--save-model", "--log-dir", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first_line = proc.stdout.readline()  # printed after the first update
     assert first_line.startswith("step"), first_line
     proc.send_signal(signal.SIGINT)
