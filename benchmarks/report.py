@@ -93,8 +93,9 @@ def main() -> None:
         m = finished[0]["machine"]
         lines += [f"Machine: {m['cpu']}, {m['cores']} cores; Python {m['python']}; "
                   + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ". "
-                  f"Up to {max(r['workers'] for r in finished)} runs shared the machine at once, so wall time and SPS "
-                  "are those of a busy machine; `benchmarks/` measures learning, not speed.", ""]
+                  f"Runs were started up to {max(r['workers'] for r in finished)} at a time and the machine had "
+                  "other work too, so wall time and SPS are those of a busy machine: `benchmarks/` measures learning, "
+                  "not speed.", ""]
     for env_id in sorted(cells):
         png = args.out / f"{env_id}.png"
         plot_env(env_id, cells[env_id], png)

@@ -69,7 +69,7 @@ def read_curve(log_dir: str) -> dict:
     """Episodic returns and lengths, the final SPS and the run's settings, from its TensorBoard events."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    (events_dir,) = [os.path.join(log_dir, d) for d in os.listdir(log_dir)]  # the script's run folder
+    (events_dir,) = [e.path for e in os.scandir(log_dir) if e.is_dir()]  # the script's one run folder
     events = EventAccumulator(events_dir, size_guidance={"scalars": 0})  # 0: keep every point
     events.Reload()
     returns, lengths = events.Scalars("charts/episodic_return"), events.Scalars("charts/episodic_length")
