@@ -155,7 +155,7 @@ def load_results(out: Path) -> list[dict]:
 def write_summary(out: Path) -> None:
     """summary.csv: one row per finished run, sorted, rewritten atomically."""
     rows = sorted((r for r in load_results(out) if r["status"] == "ok"), key=lambda r: (r["algo"], r["env_id"], r["seed"]))
-    tmp = out / "summary.csv.tmp"
+    tmp = out / f"summary.csv.{os.getpid()}.tmp"  # two runners on one folder never share a temporary file
     with open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, SUMMARY_COLUMNS, extrasaction="ignore")
         writer.writeheader()
