@@ -115,6 +115,15 @@ def main() -> None:
             lines.append(runs[0]["command"])
             lines.append(f"python benchmarks/run.py --suite {runs[0]['suite']} --only {algo}__{env_id}__")
         lines += ["```", ""]
+    lines += ["## How the reference figures compare", "",
+              "- **CleanRL** (`docs/benchmark/ppo*.md`): the mean of each run's last 100 training episodes at the end "
+              "of training (stochastic policy), mean ± std over 3 seeds: the same metric as ours. Its HalfCheetah-v4 "
+              "figure (1442.64 ± 46.03) understates what its script does: run unchanged on this machine it reached "
+              "2720 ± 953 over seeds 1-3 (1459 / 3760 / 2941); HalfCheetah is dominated by seed luck.",
+              "- **RL Baselines3 Zoo** (`benchmark.md`): one trained agent, deterministic evaluation episodes, on "
+              "LunarLander-v2: a different metric (greedy, one seed) and env version.",
+              "- **Spinning Up** (`docs/spinningup/bench.rst`): MuJoCo -v3, 10 seeds, (64, 32) networks, curves smoothed "
+              "over 11 epochs; published only as figures, so its values are approximate readings of the plotted mean curve.", ""]
     failed = [r for r in results if r["status"] != "ok"]
     if failed:
         lines += ["## Failed runs", ""]
