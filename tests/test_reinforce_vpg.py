@@ -158,3 +158,27 @@ def test_learns_cartpole(module, log_dir):
     result = module.train(module.Args(log_dir=log_dir, eval_episodes=0, **overrides))
     last_20 = [r for _, r in result["episodic_returns"][-20:]]
     assert np.mean(last_20) >= threshold, last_20
+
+
+def test_vpg_critic_regresses_on_lambda_one_returns_and_actor_gets_lambda_advantages(monkeypatch, log_dir):
+    """Inside a real run: the critic's targets are GAE's returns with λ = 1 (the bootstrapped
+    rewards-to-go, as in Spinning Up), and the policy's advantages those with the run's λ,
+    normalised over the batch."""
+    gae_inputs, targets, policy_advantages = [], [], []
+    real_gae, real_value_loss, real_vpg_loss = vpg.compute_gae, vpg.value_loss, vpg.vpg_loss
+
+    def spy_gae(*args):
+        gae_inputs.append([a.clone() if torch.is_tensor(a) else a for a in args])
+        return real_gae(*args)
+
+    monkeypatch.setattr(vpg, "compute_gae", spy_gae)
+    monkeypatch.setattr(vpg, "value_loss", lambda v, r: (targets.append(r.clone()), real_value_loss(v, r))[1])
+    monkeypatch.setattr(vpg, "vpg_loss", lambda lp, a: (policy_advantages.append(a.clone()), real_vpg_loss(lp, a))[1])
+    vpg.train(short_args(vpg, log_dir, total_timesteps=1024, num_steps=256, vf_iters=2))
+    rewards, values, next_values, terminations, truncations, gamma, gae_lambda = gae_inputs[0][:7]
+    assert gae_lambda == 0.97
+    _, expected_targets = real_gae(rewards, values, next_values, terminations, truncations, gamma, 1.0)
+    torch.testing.assert_close(targets[0], expected_targets.reshape(-1))
+    advantages, _ = real_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda)
+    a = advantages.reshape(-1)
+    torch.testing.assert_close(policy_advantages[0], (a - a.mean()) / (a.std() + 1e-8))
