@@ -182,3 +182,15 @@ def test_vpg_critic_regresses_on_lambda_one_returns_and_actor_gets_lambda_advant
     advantages, _ = real_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda)
     a = advantages.reshape(-1)
     torch.testing.assert_close(policy_advantages[0], (a - a.mean()) / (a.std() + 1e-8))
+
+
+@pytest.mark.parametrize("norm_returns", [False, True])
+def test_reinforce_norm_returns_flag(norm_returns, monkeypatch, log_dir):
+    """--norm-returns hands the loss G_t standardised over the batch; without it, G_t unchanged."""
+    seen, real_loss, real_returns = [], reinforce.reinforce_loss, reinforce.compute_returns
+    monkeypatch.setattr(reinforce, "compute_returns", lambda *a: (seen.append(real_returns(*a)), seen[-1])[1])
+    monkeypatch.setattr(reinforce, "reinforce_loss", lambda lp, g: (seen.append(g.clone()), real_loss(lp, g))[1])
+    reinforce.train(short_args(reinforce, log_dir, total_timesteps=1000, norm_returns=norm_returns))
+    raw, given = seen[0], seen[1]
+    expected = (raw - raw.mean()) / (raw.std() + 1e-8) if norm_returns else raw
+    torch.testing.assert_close(given, expected)
