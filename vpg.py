@@ -198,14 +198,15 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma: 
     ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
     (T, N), with returns = A + V; with λ = 1 they are the discounted rewards-to-go.
     """
-    dones = torch.maximum(terminations, truncations)
+    # Every δ_t at once; only the recursion over A needs a loop (run backwards in time).
+    # math: \delta_t = r_t + \gamma (1 - \text{terminated}_t) V(s_{t+1}) - V(s_t)
+    deltas = rewards + gamma * (1.0 - terminations) * next_values - values
+    not_dones = 1.0 - torch.maximum(terminations, truncations)
     advantages = torch.zeros_like(rewards)
     next_advantage = torch.zeros_like(rewards[0])  # A_{t+1}, shape (N,)
     for t in reversed(range(rewards.shape[0])):
-        # math: \delta_t = r_t + \gamma (1 - \text{terminated}_t) V(s_{t+1}) - V(s_t)
-        delta = rewards[t] + gamma * (1.0 - terminations[t]) * next_values[t] - values[t]
         # math: \hat A_t = \delta_t + \gamma \lambda (1 - \text{done}_t) \hat A_{t+1}
-        next_advantage = delta + gamma * gae_lambda * (1.0 - dones[t]) * next_advantage
+        next_advantage = deltas[t] + gamma * gae_lambda * not_dones[t] * next_advantage
         advantages[t] = next_advantage
     return advantages, advantages + values
 

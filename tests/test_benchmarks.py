@@ -14,6 +14,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import report  # noqa: E402
 import run  # noqa: E402
+import speed  # noqa: E402
 
 
 def run_suite(out, *flags):
@@ -128,3 +129,26 @@ def test_printed_commands_run_as_they_are(tmp_path):
     first = run.matrix("smoke")[0]
     curve = run.read_curve(str(tmp_path / "tensorboard" / first["id"]))
     assert curve["return"] and curve["global_step"] >= 1024
+
+
+def test_speed_counts_only_the_steps_after_the_warm_up():
+    # (wall time, steps) at the end of each update: 100 steps per update; update 1 ends at 10 s
+    # (start-up included), update 2 takes 1 s, update 3 2 s, update 4 1 s
+    points = [(10.0, 100), (11.0, 200), (13.0, 300), (14.0, 400)]
+    assert speed.sps_after_warmup(points, warmup_updates=1) == pytest.approx(300 / 4)
+    assert speed.sps_after_warmup(points, warmup_updates=2) == pytest.approx(200 / 3)
+    assert speed.median([3.0, 1.0, 2.0]) == 2.0 and speed.median([4.0, 1.0, 2.0, 3.0]) == 2.5
+
+
+def test_speed_report_gives_ratios_floors_and_the_time_budget(tmp_path):
+    profile = {"act": 20.0, "update": 30.0}
+    results = {"command": "python benchmarks/speed.py", "date": "2026-01-01", "minutes": 1.0, "runs": 3,
+               "sb3_version": "2.9.2", "machine": run.machine(), "our_commands": [{"command": "python ppo_discrete.py"}],
+               "tasks": {"cartpole": {"floor": {"ours": 51_200.0, "sb3": 60_000.0}, "profile": profile,
+                                      "threads": {"1": {"ours": [5120.0, 4000.0, 6000.0], "sb3": [2000.0, 2560.0, 3000.0]}}}}}
+    speed.write_report(results, tmp_path / "SPEED.md")
+    text = (tmp_path / "SPEED.md").read_text()
+    assert "| CartPole-v1 | 1 | 5,120 | 2,560 | **2.00×** | 10% | 4% |" in text
+    # 512 steps at 5,120 SPS: 100 ms; the env at 51,200 SPS takes 10 ms; act 20, update 30, the rest 40
+    assert "| env steps (+ normalisation), at the floor's speed | 10 | 10% |" in text
+    assert "| the rest | 40 | 40% |" in text

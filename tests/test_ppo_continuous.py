@@ -32,6 +32,30 @@ def test_gaussian_log_prob_and_entropy_match_closed_form():
     torch.testing.assert_close(entropy.detach(), torch.full((5,), expected_entropy))
 
 
+def test_written_out_gaussian_equals_torch_distributions_bit_for_bit():
+    """The script writes the Gaussian out (for speed); samples, log-probs, entropies and their
+    gradients must be exactly those of torch.distributions.Normal, so the speed-up changes no result."""
+    torch.manual_seed(0)
+    agent = ppo.Agent(3, 2)
+    with torch.no_grad():
+        agent.actor_logstd.copy_(torch.tensor([[0.3, -0.7]]))
+    obs, weights = torch.randn(64, 3), torch.randn(64)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        action, _, _, _ = agent.get_action_and_value(obs)
+    _, logprob, entropy, _ = agent.get_action_and_value(obs, action)
+    mean = agent.actor(obs)
+    dist = torch.distributions.Normal(mean, agent.actor_logstd.expand_as(mean).exp())
+    torch.manual_seed(1)
+    assert torch.equal(action, dist.sample())  # (sampling runs without gradient, so the graph stays as in the update)
+    expected_logprob, expected_entropy = dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
+    assert torch.equal(logprob, expected_logprob) and torch.equal(entropy, expected_entropy)
+    params = list(agent.actor.parameters()) + [agent.actor_logstd]
+    grads = torch.autograd.grad((logprob * weights).mean() + entropy.mean(), params)
+    expected_grads = torch.autograd.grad((expected_logprob * weights).mean() + expected_entropy.mean(), params)
+    assert all(torch.equal(g, e) for g, e in zip(grads, expected_grads, strict=True))
+
+
 def test_initial_policy_mean_is_near_zero_with_unit_std():
     agent = ppo.Agent(4, 3)
     assert agent.actor(torch.randn(100, 4)).abs().max() < 0.1

@@ -1,0 +1,359 @@
+"""Steps per second of our PPO scripts against Stable-Baselines3's PPO, side by side on this machine.
+
+    python benchmarks/speed.py                      # writes benchmarks/SPEED.md and benchmarks/speed.json
+    python benchmarks/speed.py --runs 5 --tasks halfcheetah
+
+Two tasks, each with the same hyperparameters on both sides (CleanRL's settings):
+  cartpole     ppo_discrete.py on CartPole-v1: 4 envs × 128 steps, 4 epochs × 4 minibatches
+  halfcheetah  ppo_continuous.py on HalfCheetah-v4: 1 env × 2048 steps, 10 epochs × 32 minibatches,
+               observation normalisation and reward scaling (SB3: VecNormalize)
+
+Stable-Baselines3 (stable-baselines3==2.9.2) is installed on first use into its own virtual
+environment, benchmarks/.sb3-venv, never into ours. Every measurement is a fresh process started
+the same way. For each thread setting, our run (A) and SB3's (B) alternate, A B A B ..., `--runs`
+times each. SPS is counted between the end of the warm-up updates and the end of the last update
+(ours: the wall times of the `charts/SPS` TensorBoard events written after every update; SB3: a
+callback at the start of every rollout, i.e. after the previous update). The env-only floor is
+the same vector env and normalisation stepped with random actions and no learning: no PPO can
+beat it, so it shows how much of each run's time is spent outside the env.
+
+Thread settings: "default" runs each program as it starts (our scripts set one torch thread; SB3
+keeps torch's default, one per core); "1" sets one torch thread in both. Nothing else may run on
+the machine meanwhile: two timed processes on two cores distort each other.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SB3_VENV = HERE / ".sb3-venv"
+SB3_PACKAGES = ["torch==2.13.0", "gymnasium[mujoco]==1.4.0", "numpy==2.4.6", "stable-baselines3==2.9.2"]
+
+# Each task: our command, SB3's PPO settings (the same hyperparameters), budget and warm-up.
+TASKS = {
+    "cartpole": {
+        "env_id": "CartPole-v1", "script": "ppo_discrete.py", "steps": 102_400, "warmup_updates": 10,
+        "ours": [],  # ppo_discrete.py's defaults are CleanRL's CartPole settings
+        "sb3": {"n_envs": 4, "n_steps": 128, "batch_size": 128, "n_epochs": 4, "learning_rate": 2.5e-4, "ent_coef": 0.01,
+                "normalize": False},
+        "floor_steps": 200_000,
+    },
+    "halfcheetah": {
+        "env_id": "HalfCheetah-v4", "script": "ppo_continuous.py", "steps": 40_960, "warmup_updates": 3,
+        "ours": [],  # ppo_continuous.py's defaults are CleanRL's HalfCheetah settings
+        "sb3": {"n_envs": 1, "n_steps": 2048, "batch_size": 64, "n_epochs": 10, "learning_rate": 3e-4, "ent_coef": 0.0,
+                "normalize": True},
+        "floor_steps": 30_000,
+    },
+}
+
+
+def sps_after_warmup(points: list[tuple[float, int]], warmup_updates: int) -> float:
+    """points: (wall time, env steps so far) at the end of each update, in order. The SPS over the
+    updates after the first `warmup_updates` (imports, first allocations and caches are not counted)."""
+    (t0, s0), (t1, s1) = points[warmup_updates - 1], points[-1]
+    return (s1 - s0) / (t1 - t0)
+
+
+# --- workers: each runs in its own process and prints one JSON line -------------------------
+
+def worker_sb3(task: dict, threads: str) -> dict:
+    """Runs in benchmarks/.sb3-venv: SB3 PPO with the task's settings."""
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    if threads != "default":
+        torch.set_num_threads(int(threads))
+    hp = task["sb3"]
+
+    class Clock(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.points = []
+
+        def _on_rollout_start(self) -> None:  # called after the previous update
+            self.points.append((time.time(), self.num_timesteps))
+
+        def _on_step(self) -> bool:
+            return True
+
+    envs = sb3_envs(task, seed=1)
+    model = PPO("MlpPolicy", envs, n_steps=hp["n_steps"], batch_size=hp["batch_size"], n_epochs=hp["n_epochs"],
+                learning_rate=lambda progress: hp["learning_rate"] * progress,  # linear annealing to 0, as ours
+                gamma=0.99, gae_lambda=0.95, clip_range=0.2, normalize_advantage=True,
+                clip_range_vf=0.2,  # SB3's value clipping: the same work as our clipped value loss
+                ent_coef=hp["ent_coef"], vf_coef=0.5, max_grad_norm=0.5, seed=1, device="cpu",
+                policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": torch.nn.Tanh})
+    clock = Clock()
+    model.learn(task["steps"], callback=clock)
+    points = clock.points[1:] + [(time.time(), model.num_timesteps)]  # ends of updates 1, 2, ...
+    return {"sps": sps_after_warmup(points, task["warmup_updates"]), "torch_threads": torch.get_num_threads()}
+
+
+def sb3_envs(task: dict, seed: int):
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    envs = make_vec_env(task["env_id"], n_envs=task["sb3"]["n_envs"], seed=seed)
+    if task["sb3"]["normalize"]:
+        envs = VecNormalize(envs, gamma=0.99, clip_obs=10.0, clip_reward=10.0)
+    return envs
+
+
+def worker_floor_sb3(task: dict) -> dict:
+    """SB3's vector env (and VecNormalize) stepped with random actions."""
+    import numpy as np
+
+    envs = sb3_envs(task, seed=1)
+    envs.reset()
+    envs.action_space.seed(0)
+    actions = [np.stack([envs.action_space.sample() for _ in range(envs.num_envs)]) for _ in range(256)]
+    calls = task["floor_steps"] // envs.num_envs
+    start = time.perf_counter()
+    for i in range(calls):
+        envs.step(actions[i % 256])
+    return {"sps": calls * envs.num_envs / (time.perf_counter() - start)}
+
+
+def worker_floor_ours(task: dict) -> dict:
+    """Our script's own vector env (and, for the continuous script, its normaliser) stepped with
+    random actions: the rollout without the policy and without learning."""
+    sys.path.insert(0, str(ROOT))
+    script = __import__(task["script"].removesuffix(".py"))
+    num_envs = 4 if task["env_id"] == "CartPole-v1" else 1
+    envs = script.make_env(task["env_id"], num_envs)
+    obs, _ = envs.reset(seed=1)
+    space = envs.action_space
+    space.seed(0)
+    actions = [space.sample() for _ in range(256)]
+    normalizer = getattr(script, "Normalizer", None)
+    if normalizer is not None:
+        normalizer = normalizer(obs.shape[1], num_envs, 0.99, 10.0, 10.0)
+        normalizer.obs(obs)
+    calls = task["floor_steps"] // num_envs
+    start = time.perf_counter()
+    for i in range(calls):
+        obs, reward, terminated, truncated, _ = envs.step(actions[i % 256])
+        if normalizer is not None:
+            normalizer.obs(obs)
+            normalizer.reward(reward, terminated | truncated)
+    return {"sps": calls * num_envs / (time.perf_counter() - start)}
+
+
+def worker_profile_ours(task: dict) -> dict:
+    """Where one iteration of our script spends its time: each part timed alone with the script's
+    own functions (one torch thread, the script's default), in milliseconds per iteration."""
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    script = __import__(task["script"].removesuffix(".py"))
+    torch.set_num_threads(1)
+    hp = task["sb3"]
+    num_envs, num_steps, epochs, minibatch = hp["n_envs"], hp["n_steps"], hp["n_epochs"], hp["batch_size"]
+    minibatches = epochs * num_envs * num_steps // minibatch
+    envs = script.make_env(task["env_id"], num_envs)
+    obs_dim, space = envs.single_observation_space.shape[0], envs.single_action_space
+    agent = script.Agent(obs_dim, int(space.n) if hasattr(space, "n") else space.shape[0])
+    optimizer = torch.optim.Adam(agent.parameters(), lr=3e-4, eps=1e-5, fused=True)
+
+    def per_call(fn, calls: int) -> float:  # seconds per call, after a warm-up
+        for _ in range(20):
+            fn()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        return (time.perf_counter() - start) / calls
+
+    obs = torch.randn(num_envs, obs_dim)
+    with torch.no_grad():
+        act = per_call(lambda: agent.get_action_and_value(obs), 2000)
+    b_obs = torch.randn(minibatch, obs_dim)
+    with torch.no_grad():
+        b_actions = agent.get_action_and_value(b_obs)[0]
+    b_adv, b_logprob, b_value, b_return = (torch.randn(minibatch) for _ in range(4))
+
+    def loss():
+        _, new_logprob, entropy, new_value = agent.get_action_and_value(b_obs, b_actions)
+        adv = (b_adv - b_adv.mean()) / (b_adv.std() + 1e-8)
+        return script.ppo_loss(new_logprob, b_logprob, adv, new_value, b_value, b_return, entropy,
+                               0.2, True, hp["ent_coef"], 0.5)[0]
+
+    def backward():
+        optimizer.zero_grad()
+        loss().backward()
+
+    forward = per_call(loss, 500)
+    forward_backward = per_call(backward, 500)
+    clip = per_call(lambda: torch.nn.utils.clip_grad_norm_(agent.parameters(), 0.5), 500)
+    adam = per_call(optimizer.step, 500)
+    shape = (num_steps, num_envs)
+    rollout = {"rewards": torch.randn(shape), "values": torch.randn(shape), "next_values": torch.randn(shape),
+               "terminations": (torch.rand(shape) < 0.01).float(), "truncations": torch.zeros(shape)}
+    gae = per_call(lambda: script.compute_gae(**rollout, gamma=0.99, gae_lambda=0.95), 20)
+    ms = 1000.0
+    return {"act (policy + value, per env step)": act * num_steps * ms,
+            "update: forward and loss": forward * minibatches * ms,
+            "update: backward": (forward_backward - forward) * minibatches * ms,
+            "update: gradient clipping": clip * minibatches * ms,
+            "update: Adam step": adam * minibatches * ms,
+            "GAE": gae * ms}
+
+
+def ours(task: dict, threads: str, extra: list[str]) -> dict:
+    """Our script from the command line, as a user runs it; SPS from its TensorBoard events."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    cmd = [task["script"], "--env-id", task["env_id"], "--total-timesteps", str(task["steps"]), "--eval-episodes", "0",
+           *task["ours"], *extra] + ([] if threads == "default" else ["--num-threads", threads])
+    with tempfile.TemporaryDirectory() as log_dir:
+        subprocess.run([sys.executable, *cmd, "--log-dir", log_dir], cwd=ROOT, check=True, capture_output=True,
+                       env=dict(os.environ, PYTHONWARNINGS="ignore"))
+        (run_dir,) = [e.path for e in os.scandir(log_dir)]
+        events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
+        events.Reload()
+        points = [(e.wall_time, e.step) for e in events.Scalars("charts/SPS")]
+    return {"sps": sps_after_warmup(points, task["warmup_updates"]), "command": " ".join(["python", *cmd])}
+
+
+def call_worker(python: str, kind: str, task_name: str, threads: str = "default") -> dict:
+    proc = subprocess.run([python, str(Path(__file__)), "--worker", kind, "--tasks", task_name, "--threads", threads],
+                          cwd=ROOT, check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def ensure_sb3_venv() -> str:
+    python = SB3_VENV / "bin" / "python"
+    if not python.exists():
+        print(f"installing {' '.join(SB3_PACKAGES)} into {SB3_VENV.relative_to(ROOT)} ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(SB3_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *SB3_PACKAGES], check=True)
+    return str(python)
+
+
+def median(values: list[float]) -> float:
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def write_report(results: dict, path: Path) -> None:
+    m = results["machine"]
+    lines = [
+        "# Speed: our PPO scripts against Stable-Baselines3's PPO",
+        "",
+        f"Generated by `{results['command']}` on {results['date']}, in {results['minutes']:.0f} minutes.",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, no GPU; Python {m['python']}; "
+        + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + f"; stable-baselines3 {results['sb3_version']}.",
+        "",
+        "Settings, the same on both sides (CleanRL's): CartPole-v1 with 4 envs × 128 steps, 4 epochs of 4 "
+        "minibatches, ent 0.01; HalfCheetah-v4 with 1 env × 2048 steps, 10 epochs of 32 minibatches, observation "
+        "normalisation and reward scaling; both: 64-64 tanh actor and critic, lr annealed, clipped value loss, "
+        "grad-norm 0.5. SPS counts the steps after the warm-up updates; each figure is the median of "
+        f"{results['runs']} runs, ours and SB3's alternated. Thread settings: *default* is each program as it "
+        "starts (ours: 1 torch thread, its `--num-threads` default; SB3: torch's default, one per core); *1* gives "
+        "both one torch thread.",
+        "",
+        "| task | threads | ours SPS (median) | SB3 SPS (median) | ours / SB3 | ours, % of our env floor | "
+        "SB3, % of its env floor | ours, all runs | SB3, all runs |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for task_name, task_results in results["tasks"].items():
+        floors = task_results["floor"]
+        for threads, r in task_results["threads"].items():
+            a, b = median(r["ours"]), median(r["sb3"])
+            lines.append(f"| {TASKS[task_name]['env_id']} | {threads} | {a:,.0f} | {b:,.0f} | **{a / b:.2f}×** | "
+                         f"{100 * a / floors['ours']:.0f}% | {100 * b / floors['sb3']:.0f}% | "
+                         f"{', '.join(f'{x:,.0f}' for x in r['ours'])} | {', '.join(f'{x:,.0f}' for x in r['sb3'])} |")
+    lines += ["", "Env-only floors (random actions, no policy, no learning; steps per second):", ""]
+    for task_name, task_results in results["tasks"].items():
+        floors = task_results["floor"]
+        lines.append(f"- {TASKS[task_name]['env_id']}: ours {floors['ours']:,.0f} (the script's `make_env`"
+                     + (" and `Normalizer`" if TASKS[task_name]["sb3"]["normalize"] else "")
+                     + f"), SB3 {floors['sb3']:,.0f} (`make_vec_env`"
+                     + (" + `VecNormalize`" if TASKS[task_name]["sb3"]["normalize"] else "") + ")")
+    lines += ["", "## Where our time goes", "",
+              "One iteration (one rollout and its update) of each script, in milliseconds: the env's share is the "
+              "iteration's steps at the env-only floor's speed; the other parts are timed alone with the script's "
+              "own functions (`worker_profile_ours`); *the rest* (storing the rollout, tensor conversions, "
+              "bookkeeping, logging) is what remains of the measured iteration time (median SPS, one thread).", ""]
+    for task_name, task_results in results["tasks"].items():
+        hp = TASKS[task_name]["sb3"]
+        steps = hp["n_envs"] * hp["n_steps"]
+        ours_sps = median(task_results["threads"].get("1", next(iter(task_results["threads"].values())))["ours"])
+        total = 1000.0 * steps / ours_sps
+        parts = {"env steps (+ normalisation), at the floor's speed": 1000.0 * steps / task_results["floor"]["ours"],
+                 **task_results["profile"]}
+        parts["the rest"] = total - sum(parts.values())
+        lines += [f"**{TASKS[task_name]['env_id']}** ({steps} steps per iteration, {total:.0f} ms measured):", "",
+                  "| part | ms per iteration | share |", "|---|---|---|"]
+        lines += [f"| {name} | {ms:.0f} | {100 * ms / total:.0f}% |" for name, ms in parts.items()]
+        lines.append("")
+    lines += ["Our commands (SB3's side is `worker_sb3` in benchmarks/speed.py):", ""]
+    lines += [f"- `{r['command']}`" for r in results["our_commands"]]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs of each side per task and thread setting")
+    parser.add_argument("--tasks", default="cartpole,halfcheetah", help="comma-separated: " + ", ".join(TASKS))
+    parser.add_argument("--threads", default="default,1", help="comma-separated thread settings: default and/or a number")
+    parser.add_argument("--ours-flags", default="", help="extra flags for our scripts (e.g. an opt-in speed flag)")
+    parser.add_argument("--out", type=Path, default=HERE / "SPEED.md", help="the report (raw figures go beside it as .json)")
+    parser.add_argument("--worker", choices=["sb3", "floor-sb3", "floor-ours", "profile-ours"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    task_names = args.tasks.split(",")
+    if args.worker:  # one measurement, in a fresh process
+        task = TASKS[task_names[0]]
+        result = {"sb3": lambda: worker_sb3(task, args.threads), "floor-sb3": lambda: worker_floor_sb3(task),
+                  "floor-ours": lambda: worker_floor_ours(task), "profile-ours": lambda: worker_profile_ours(task)}[args.worker]()
+        print(json.dumps(result))
+        return
+
+    sys.path.insert(0, str(HERE))
+    from run import machine
+
+    sb3_python = ensure_sb3_venv()
+    sb3_version = subprocess.run([sb3_python, "-c", "import stable_baselines3; print(stable_baselines3.__version__)"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+    start = time.time()
+    results = {"command": "python benchmarks/speed.py " + " ".join(sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
+               "machine": machine(), "sb3_version": sb3_version, "runs": args.runs, "tasks": {}, "our_commands": []}
+    extra = args.ours_flags.split()
+    for task_name in task_names:
+        task = TASKS[task_name]
+        floor = {"ours": call_worker(sys.executable, "floor-ours", task_name)["sps"],
+                 "sb3": call_worker(sb3_python, "floor-sb3", task_name)["sps"]}
+        print(f"{task_name}: env-only floor, ours {floor['ours']:,.0f} SPS, SB3 {floor['sb3']:,.0f} SPS", flush=True)
+        per_threads = {}
+        for threads in args.threads.split(","):
+            sps = {"ours": [], "sb3": []}
+            for i in range(args.runs):
+                a = ours(task, threads, extra)
+                b = call_worker(sb3_python, "sb3", task_name, threads)
+                sps["ours"].append(a["sps"])
+                sps["sb3"].append(b["sps"])
+                print(f"{task_name} threads={threads} run {i + 1}/{args.runs}: ours {a['sps']:,.0f} SPS, "
+                      f"SB3 {b['sps']:,.0f} SPS ({b['torch_threads']} torch threads)", flush=True)
+            per_threads[threads] = sps
+            if a["command"] not in [c["command"] for c in results["our_commands"]]:
+                results["our_commands"].append({"command": a["command"]})
+        profile = call_worker(sys.executable, "profile-ours", task_name)
+        results["tasks"][task_name] = {"floor": floor, "threads": per_threads, "profile": profile}
+    results["minutes"] = (time.time() - start) / 60
+    args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+    write_report(results, args.out)
+    print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
+
+
+if __name__ == "__main__":
+    main()
