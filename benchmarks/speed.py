@@ -283,8 +283,10 @@ def write_report(results: dict, path: Path) -> None:
     lines += ["", "## Where our time goes", "",
               "One iteration (one rollout and its update) of each script, in milliseconds: the env's share is the "
               "iteration's steps at the env-only floor's speed; the other parts are timed alone with the script's "
-              "own functions (`worker_profile_ours`); *the rest* (storing the rollout, tensor conversions, "
-              "bookkeeping, logging) is what remains of the measured iteration time (median SPS, one thread).", ""]
+              "own functions (`worker_profile_ours`); *the rest* is what remains of the measured iteration time "
+              "(median SPS, one thread): storing the rollout, tensor conversions, bookkeeping and logging, and "
+              "the slowdown of every part when it runs interleaved with the others instead of alone in warm "
+              "caches.", ""]
     for task_name, task_results in results["tasks"].items():
         hp = TASKS[task_name]["sb3"]
         steps = hp["n_envs"] * hp["n_steps"]
