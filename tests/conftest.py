@@ -82,6 +82,29 @@ gym.register("TickDiscrete-v0", entry_point=TickEnv, max_episode_steps=TICK_LIMI
 gym.register("TickContinuous-v0", entry_point=TickEnv, max_episode_steps=TICK_LIMIT, kwargs={"continuous": True})
 
 
+def assert_policy_equals_library(policy, library_dist, obs, params, continuous: bool) -> None:
+    """The scripts write their policies out for speed. `policy(obs, action)` -> (action, log π, H)
+    of a script; `library_dist()` -> torch.distributions' Normal or Categorical on the same
+    network outputs. Samples (same seed), log-probs, entropies and their gradients must be equal
+    bit for bit, so that the written-out code changes no result. Sampling runs without gradient
+    and the update re-evaluates the stored action, as in the scripts."""
+    torch.manual_seed(1)
+    with torch.no_grad():
+        action = policy(obs, None)[0]
+        torch.manual_seed(1)
+        assert torch.equal(action, library_dist().sample())
+    _, logprob, entropy = policy(obs, action)
+    dist = library_dist()  # a fresh one, as in the update: no sample drawn from it
+    expected_logprob, expected_entropy = dist.log_prob(action), dist.entropy()
+    if continuous:  # independent dimensions: the sums over the last axis
+        expected_logprob, expected_entropy = expected_logprob.sum(-1), expected_entropy.sum(-1)
+    assert torch.equal(logprob, expected_logprob) and torch.equal(entropy, expected_entropy)
+    weights = torch.randn(len(obs))
+    grads = torch.autograd.grad((logprob * weights).mean() + entropy.mean(), params)
+    expected = torch.autograd.grad((expected_logprob * weights).mean() + expected_entropy.mean(), params)
+    assert all(torch.equal(g, e) for g, e in zip(grads, expected, strict=True))
+
+
 @pytest.fixture
 def log_dir(tmp_path):
     return str(tmp_path / "runs")

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import TICK_LIMIT, TickEnv, run_script, short_args
+from conftest import TICK_LIMIT, TickEnv, assert_policy_equals_library, run_script, short_args
 
 import ppo_continuous as ppo
 
@@ -33,27 +33,18 @@ def test_gaussian_log_prob_and_entropy_match_closed_form():
 
 
 def test_written_out_gaussian_equals_torch_distributions_bit_for_bit():
-    """The script writes the Gaussian out (for speed); samples, log-probs, entropies and their
-    gradients must be exactly those of torch.distributions.Normal, so the speed-up changes no result."""
     torch.manual_seed(0)
     agent = ppo.Agent(3, 2)
     with torch.no_grad():
         agent.actor_logstd.copy_(torch.tensor([[0.3, -0.7]]))
-    obs, weights = torch.randn(64, 3), torch.randn(64)
-    torch.manual_seed(1)
-    with torch.no_grad():
-        action, _, _, _ = agent.get_action_and_value(obs)
-    _, logprob, entropy, _ = agent.get_action_and_value(obs, action)
-    mean = agent.actor(obs)
-    dist = torch.distributions.Normal(mean, agent.actor_logstd.expand_as(mean).exp())
-    torch.manual_seed(1)
-    assert torch.equal(action, dist.sample())  # (sampling runs without gradient, so the graph stays as in the update)
-    expected_logprob, expected_entropy = dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
-    assert torch.equal(logprob, expected_logprob) and torch.equal(entropy, expected_entropy)
-    params = list(agent.actor.parameters()) + [agent.actor_logstd]
-    grads = torch.autograd.grad((logprob * weights).mean() + entropy.mean(), params)
-    expected_grads = torch.autograd.grad((expected_logprob * weights).mean() + expected_entropy.mean(), params)
-    assert all(torch.equal(g, e) for g, e in zip(grads, expected_grads, strict=True))
+    obs = torch.randn(64, 3)
+
+    def library_dist():
+        mean = agent.actor(obs)
+        return torch.distributions.Normal(mean, agent.actor_logstd.expand_as(mean).exp())
+
+    assert_policy_equals_library(lambda o, a: agent.get_action_and_value(o, a)[:3], library_dist, obs,
+                                 list(agent.actor.parameters()) + [agent.actor_logstd], continuous=True)
 
 
 def test_initial_policy_mean_is_near_zero_with_unit_std():

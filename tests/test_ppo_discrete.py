@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from conftest import run_script, short_args
+from conftest import assert_policy_equals_library, run_script, short_args
 
 import ppo_discrete as ppo
 
@@ -22,29 +22,14 @@ def test_agent_shapes_and_initial_policy_is_near_uniform():
 
 
 def test_written_out_categorical_equals_torch_distributions_bit_for_bit():
-    """The script writes the categorical out (for speed); its samples, log-probs, entropies and
-    their gradients must be exactly those of torch.distributions.Categorical, so that the speed-up
-    changes no result. A sign, a missing normalisation or a different sampler shows up here."""
     torch.manual_seed(0)
     agent = ppo.Agent(4, 3)
     with torch.no_grad():
         agent.actor[-1].weight.mul_(300)  # a clearly non-uniform policy
-    obs, weights = torch.randn(64, 4), torch.randn(64)
-    torch.manual_seed(1)
-    with torch.no_grad():  # as in the rollout; the update then re-evaluates the stored action
-        action, _, _, _ = agent.get_action_and_value(obs)
-    _, logprob, entropy, _ = agent.get_action_and_value(obs, action)
-    torch.manual_seed(1)
-    with torch.no_grad():
-        assert torch.equal(action, torch.distributions.Categorical(logits=agent.actor(obs)).sample())
-    assert len(action.unique()) == 3
-    dist = torch.distributions.Categorical(logits=agent.actor(obs))  # as in the update: no sample drawn
-    expected_logprob, expected_entropy = dist.log_prob(action), dist.entropy()
-    assert torch.equal(logprob, expected_logprob) and torch.equal(entropy, expected_entropy)
-    grads = torch.autograd.grad((logprob * weights).mean() + entropy.mean(), agent.actor.parameters())
-    expected_grads = torch.autograd.grad((expected_logprob * weights).mean() + expected_entropy.mean(),
-                                         agent.actor.parameters())
-    assert all(torch.equal(g, e) for g, e in zip(grads, expected_grads, strict=True))
+    obs = torch.randn(64, 4)
+    assert_policy_equals_library(lambda o, a: agent.get_action_and_value(o, a)[:3],
+                                 lambda: torch.distributions.Categorical(logits=agent.actor(obs)),
+                                 obs, list(agent.actor.parameters()), continuous=False)
 
 
 def test_checkpoint_loads_with_weights_only_and_acts_the_same(log_dir):
