@@ -128,7 +128,7 @@ def worker_floor_ours(task: dict) -> dict:
     random actions: the rollout without the policy and without learning."""
     sys.path.insert(0, str(ROOT))
     script = __import__(task["script"].removesuffix(".py"))
-    num_envs = 4 if task["env_id"] == "CartPole-v1" else 1
+    num_envs = task["sb3"]["n_envs"]  # the same envs as the timed runs
     envs = script.make_env(task["env_id"], num_envs)
     obs, _ = envs.reset(seed=1)
     space = envs.action_space
