@@ -119,10 +119,10 @@ def main() -> None:
               "- **CleanRL** (`docs/benchmark/ppo*.md`): the mean of each run's last 100 training episodes at the end "
               "of training (stochastic policy), mean ± std over 3 seeds: the same metric as ours. Its HalfCheetah-v4 "
               "figure (1442.64 ± 46.03) understates what its script does: run unchanged on this machine it reached "
-              "2720 ± 953 over seeds 1-3 (1459 / 3760 / 2941); HalfCheetah is dominated by seed luck. Its Hopper-v4 figure "
-              "(2382.86 ± 271.74) overstates it: the script run here (on gymnasium 1.4, one wrapper argument added) gave 2012.0 ± 127.7 over seeds 1-3 "
-              "(2021 / 1851 / 2164; curves, commands and setup in `reference_runs/`), and CleanRL's own earlier v4 table "
-              "gives 2051.80 ± 313.94.",
+              "2720 ± 953 over seeds 1-3 (1459 / 3760 / 2941); HalfCheetah is dominated by seed luck. Its Hopper-v4 "
+              "figure (2382.86 ± 271.74) overstates it: the script run here (on gymnasium 1.4, one wrapper argument "
+              "added) gave 2012.0 ± 127.7 over seeds 1-3 (2021 / 1851 / 2164; curves, commands and setup in "
+              "`reference_runs/`), and CleanRL's own earlier v4 table gives 2051.80 ± 313.94.",
               "- **RL Baselines3 Zoo** (`benchmark.md`): one trained agent, deterministic evaluation episodes, on "
               "LunarLander-v2: a different metric (greedy, one seed) and env version.",
               "- **Spinning Up** (`docs/spinningup/bench.rst`): MuJoCo -v3, 10 seeds, (64, 32) networks, curves smoothed "
