@@ -9,17 +9,23 @@ actions (Pendulum-v1, HalfCheetah-v4).
     python reinforce.py --help                              # every flag, with its meaning
     python reinforce.py --save-model                        # writes runs/<run>/model.pt
     python reinforce.py --eval-checkpoint runs/<run>/model.pt --capture-video
+    tensorboard --logdir runs
 
-Each batch is a set of complete episodes played by the current policy, and the policy takes
-one Adam step on it. Nothing here estimates a value, so nothing can stand in for the rewards
-after a cut: only complete episodes are used. Lines starting with `# math:` hold the LaTeX of
-the equation the code below computes.
+The first file of the reading order reinforce.py → vpg.py → ppo_discrete.py →
+ppo_continuous.py. Each batch is a set of complete episodes played by the current policy, and
+the policy takes one Adam step on it. Nothing here estimates a value, so nothing can stand in
+for the rewards after a cut: only complete episodes are used. Lines starting with `# math:`
+hold the LaTeX of the equation the code below computes. The training algorithm ends with
+`train`; the tooling after it (input checks, evaluation, checkpoints) can be skipped on a first
+reading.
 """
 
 import difflib
+import importlib.util
 import math
 import os
 import random
+import signal
 import sys
 import time
 from collections import deque
@@ -39,13 +45,11 @@ class Args:
     exp_name: str = "reinforce"
     """name of the experiment; part of the run directory runs/<env>__<exp>__<seed>__<time>"""
     seed: int = 1
-    """seed of Python, NumPy, torch and the environments; the same seed and flags reproduce a CPU run exactly"""
-    torch_deterministic: bool = True
-    """make cuDNN choose deterministic kernels (only matters with --cuda)"""
+    """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     cuda: bool = False
     """train on a GPU if one is present; for these 64-unit networks the CPU is usually as fast"""
     num_threads: int = 1
-    """torch CPU threads; one suits these tiny networks, and a fixed count keeps runs reproducible"""
+    """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
     log_dir: str = "runs"
     """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
     capture_video: bool = False
@@ -59,7 +63,7 @@ class Args:
 
     # --- algorithm ---
     env_id: str = "CartPole-v1"
-    """Gymnasium id of an environment with a Discrete or Box action space and a flat Box observation"""
+    """Gymnasium id of an environment with Discrete or Box actions and a flat Box observation"""
     total_timesteps: int = 500_000
     """environment steps to train for, summed over all envs"""
     learning_rate: float = 3e-3
@@ -71,42 +75,8 @@ class Args:
     gamma: float = 0.99
     """discount factor γ in [0, 1]"""
     norm_returns: bool = False
-    """normalise the batch's returns G_t to mean 0, std 1: a constant baseline plus a rescaling (less variance)"""
+    """normalise the batch's returns G_t to mean 0, std 1: a baseline and a rescaling"""
 
-
-def check_args(args: Args) -> None:
-    """Reject a bad setup with a one-line message, before anything is built or trained."""
-
-    def require(ok: bool, message: str) -> None:
-        if not ok:
-            raise SystemExit(f"reinforce.py: error: {message}")
-
-    flag = {name: "--" + name.replace("_", "-") for name in vars(args)}
-    for name in ("total_timesteps", "num_envs", "batch_size", "num_threads"):
-        require(getattr(args, name) >= 1, f"{flag[name]} must be a positive integer, got {getattr(args, name)}")
-    require(args.learning_rate > 0, f"--learning-rate must be positive, got {args.learning_rate}")
-    require(0 <= args.gamma <= 1, f"--gamma must lie in [0, 1], got {args.gamma}")
-    require(args.eval_episodes >= 0, "--eval-episodes must be >= 0")
-    if args.capture_video:
-        try:
-            import moviepy  # noqa: F401  (Gymnasium's RecordVideo writes the files with it)
-        except ImportError:
-            require(False, "--capture-video needs moviepy: pip install moviepy")
-    if args.eval_checkpoint is not None:  # the env id comes from the checkpoint
-        require(os.path.isfile(args.eval_checkpoint), f"--eval-checkpoint {args.eval_checkpoint}: no such file")
-        return
-    require(args.total_timesteps >= args.batch_size, f"--total-timesteps {args.total_timesteps} is less than one batch "
-            f"({args.batch_size} steps)")
-    close = ", ".join(difflib.get_close_matches(args.env_id, list(gym.registry), n=3, cutoff=0.6))
-    require(args.env_id in gym.registry, f"unknown --env-id {args.env_id!r}" + (f"; did you mean {close}?" if close else ""))
-    env = gym.make(args.env_id)
-    action_space, observation_space = env.action_space, env.observation_space
-    env.close()
-    require(isinstance(action_space, gym.spaces.Discrete) or (isinstance(action_space, gym.spaces.Box)
-            and len(action_space.shape) == 1), f"{args.env_id} has a {type(action_space).__name__} action space; "
-            "reinforce.py supports Discrete and flat Box")
-    require(isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1,
-            f"{args.env_id} has observations {observation_space}; reinforce.py needs a flat Box")
 
 
 def make_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
@@ -117,12 +87,20 @@ def make_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
                         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
 
 
-def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
     # Orthogonal weights scaled by `std`, zero biases, as in the PPO scripts: √2 for tanh hidden
     # layers; 0.01 for the policy head, so the first policy is close to uniform (or zero-mean).
     nn.init.orthogonal_(layer.weight, std)
-    nn.init.constant_(layer.bias, bias_const)
+    nn.init.constant_(layer.bias, 0.0)
     return layer
+
+
+def mlp(in_dim: int, out_dim: int, out_std: float) -> nn.Sequential:
+    return nn.Sequential(
+        layer_init(nn.Linear(in_dim, 64)), nn.Tanh(),
+        layer_init(nn.Linear(64, 64)), nn.Tanh(),
+        layer_init(nn.Linear(64, out_dim), std=out_std),
+    )
 
 
 class Agent(nn.Module):
@@ -133,43 +111,44 @@ class Agent(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, continuous: bool):
         super().__init__()
         self.continuous = continuous
-        self.actor = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
-            layer_init(nn.Linear(64, 64)), nn.Tanh(),
-            layer_init(nn.Linear(64, act_dim), std=0.01),
-        )
+        self.actor = mlp(obs_dim, act_dim, out_std=0.01)
         if continuous:
-            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up: with σ = 1 a third of the early
-            # actions would fall outside MuJoCo's [−1, 1] and be clipped to its bounds.
+            # log σ = −0.5 (σ ≈ 0.61) at the start, as in vpg.py. ppo_continuous.py starts
+            # at CleanRL's σ = 1 instead: each script keeps the value of the code whose published
+            # results it is compared with. With σ ≈ 0.61 about a tenth of the first actions fall
+            # outside MuJoCo's [−1, 1] (with σ = 1, a third) and reach the env clipped.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions written out: the same arithmetic, in the same order (so the same
-        # results, bit for bit) as torch.distributions' Normal and Categorical, at a fraction of
-        # their cost per call on a CPU, where building a distribution object costs more than the math.
+        # Both distributions written out, so that their formulas are on the page (tests check that
+        # they give torch.distributions' numbers bit for bit, which is why log σ is computed as
+        # log(σ), as the library does).
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, the same in every state
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product: log-probs add up
-            # over the last axis, and so do the entropies (log σ computed as log(σ), as the library does).
-            # math: \log \pi_\theta(a|s) = \sum_{j=1}^{d} \log \mathcal{N}(a_j;\, \mu_{\theta,j}(s), \sigma_j^2)
-            # math: \log \mathcal{N}(a_j; \mu_j, \sigma_j^2) = -\frac{(a_j-\mu_j)^2}{2\sigma_j^2} - \log\sigma_j - \log\sqrt{2\pi}
-            logprob = (-((action - mean) ** 2) / (2 * std**2) - std.log() - math.log(math.sqrt(2 * math.pi))).sum(-1)
-            # math: H[\pi_\theta(\cdot|s)] = \sum_{j=1}^{d} (\tfrac12 + \tfrac12\log 2\pi + \log\sigma_j)
+            # The action dimensions are independent, so the density is a product: log-probs add
+            # up over the last axis, and so do the entropies.
+            # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
+            # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
+            log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
+                           - math.log(math.sqrt(2 * math.pi)))  # (B, act_dim)
+            logprob = log_density.sum(-1)
+            # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
             entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
         else:
-            # math: \log \pi_\theta(\cdot|s) = z - \log \textstyle\sum_b e^{z_b}, \qquad z = \text{actor}_\theta(s)
+            # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
+            # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
             logits = self.actor(obs)
-            log_probs = logits - logits.logsumexp(-1, keepdim=True)  # (B, n_actions)
+            log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
             if action is None:
-                action = torch.multinomial(log_probs.softmax(-1), 1, replacement=True).squeeze(-1)
-            logprob = log_probs.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the taken action
+                action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
+            logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the action
             # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
-            entropy = -(log_probs * log_probs.softmax(-1)).sum(-1)
+            entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
         return action, logprob, entropy
 
 
@@ -187,7 +166,6 @@ def compute_returns(rewards, dones, gamma: float):
     returns = torch.zeros_like(rewards)
     next_return = torch.zeros(())  # G_{t+1}
     for t in reversed(range(rewards.shape[0])):
-        # math: G_t = r_t + \gamma (1 - \text{done}_t)\, G_{t+1}
         next_return = rewards[t] + gamma * (1.0 - dones[t]) * next_return
         returns[t] = next_return
     return returns
@@ -196,197 +174,243 @@ def compute_returns(rewards, dones, gamma: float):
 def reinforce_loss(logprob, returns):
     """The REINFORCE surrogate on a batch, as a loss to minimise. Inputs have shape (B,).
 
-    Its gradient is minus the policy-gradient estimate (Williams 1992): descending it raises the
-    log-probability of each action in proportion to the return that followed. Its value is no
-    measure of how well the policy performs: judge a run by its returns.
+    Its gradient is minus the policy-gradient estimate, rescaled (Williams 1992): descending it
+    raises the log-probability of each action in proportion to the return that followed. Its
+    value is no measure of how well the policy performs: judge a run by its returns.
     """
-    # The estimate of ∇J from the batch's episodes τ ∈ D (Williams 1992, in rewards-to-go form):
-    # math: \hat g = \frac{1}{|D|} \sum_{\tau \in D} \sum_{t} \nabla_\theta \log \pi_\theta(a_t|s_t)\, G_t
+    # The estimate ĝ of ∇J from the batch's episodes τ ∈ D (Williams 1992, rewards-to-go form):
+    # math: \hat g = \frac{1}{|D|} \sum_\tau \sum_t \nabla_\theta \log \pi_\theta(a_t|s_t)\, G_t
     # The loss averages over the B steps instead of the |D| episodes: that rescales each batch's
     # gradient by |D|/B > 0, which leaves its direction alone and which Adam's normalised steps
     # barely feel.
-    # math: L(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, G_t, \qquad -\nabla_\theta L = \frac{|D|}{B}\,\hat g
+    # math: L(\theta) = -\frac{1}{B}\sum_t \log \pi_\theta(a_t|s_t)\, G_t
+    # math: -\nabla_\theta L = \frac{|D|}{B}\, \hat g
     return -(logprob * returns).mean()
 
 
-def evaluate(agent: Agent, env_id: str, episodes: int, seed: int, device: torch.device,
-             video_dir: str | None = None) -> list[float]:
-    """Play `episodes` episodes with the most likely action (Discrete) or the mean action (Box);
-    return their returns."""
-    env = gym.make(env_id, render_mode="rgb_array" if video_dir else None)
-    if video_dir:
-        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True, disable_logger=True)
-    returns = []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=seed if episode == 0 else None)  # one seed fixes the whole sequence
-        episode_return, done = 0.0, False
-        while not done:
-            with torch.no_grad():
-                out = agent.actor(torch.as_tensor(obs, dtype=torch.float32, device=device)).cpu().numpy()
-            action = np.clip(out, env.action_space.low, env.action_space.high) if agent.continuous else int(out.argmax())
-            obs, reward, terminated, truncated, _ = env.step(action)
-            episode_return += float(reward)
-            done = terminated or truncated
-        returns.append(episode_return)
-    env.close()
-    return returns
-
-
-def save_checkpoint(path: str, agent: Agent, args: Args, global_step: int) -> None:
-    # Plain tensors, numbers and strings only, so `torch.load(path, weights_only=True)` can read it.
-    torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
-                "obs_dim": agent.actor[0].in_features, "act_dim": agent.actor[-1].out_features,
-                "continuous": agent.continuous}, path)
-
-
-def load_checkpoint(path: str, device: torch.device) -> tuple[Agent, dict]:
-    checkpoint = torch.load(path, map_location=device, weights_only=True)
-    agent = Agent(checkpoint["obs_dim"], checkpoint["act_dim"], checkpoint["continuous"]).to(device)
-    agent.load_state_dict(checkpoint["model"])
-    return agent, checkpoint
-
-
-def evaluate_checkpoint(args: Args) -> list[float]:
-    """Evaluate a saved policy on the environment it was trained on (CLI: --eval-checkpoint)."""
-    check_args(args)
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    agent, checkpoint = load_checkpoint(args.eval_checkpoint, device)
-    env_id = checkpoint["args"]["env_id"]
-    video_dir = os.path.join(os.path.dirname(args.eval_checkpoint), "videos") if args.capture_video else None
-    returns = evaluate(agent, env_id, args.eval_episodes, args.seed, device, video_dir)
-    print(f"{env_id}: mean return {np.mean(returns):.2f} ± {np.std(returns):.2f} over {len(returns)} deterministic episodes")
-    return returns
-
-
 def train(args: Args) -> dict:
-    """Train with REINFORCE; return a summary dict (run_dir, episodic returns, eval returns, ...)."""
+    """Train with REINFORCE; return a summary (run_dir, episodic returns, eval returns, ...)."""
     check_args(args)
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = os.path.join(args.log_dir, run_name)
     writer = SummaryWriter(run_dir)
-    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items()))
+    table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
 
     # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
     torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
 
     envs = make_env(args.env_id, args.num_envs)
-    obs_dim = envs.single_observation_space.shape[0]
-    # The one place where the action space decides the policy head: Gaussian for Box, else Categorical.
-    continuous = isinstance(envs.single_action_space, gym.spaces.Box)
-    act_dim = envs.single_action_space.shape[0] if continuous else int(envs.single_action_space.n)
-    action_low, action_high = (envs.single_action_space.low, envs.single_action_space.high) if continuous else (0, 0)
+    obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
+    # The one place where the action space decides the policy head: Gaussian for Box, else
+    # Categorical.
+    continuous = isinstance(action_space, gym.spaces.Box)
+    act_dim = action_space.shape[0] if continuous else int(action_space.n)
     agent = Agent(obs_dim, act_dim, continuous).to(device)
-    # Adam's ε = 1e-5 as in the PPO scripts; the fused kernel is the fastest Adam on CPU.
+    # Adam's ε = 1e-5 as in the PPO scripts; the fused kernel is the fastest Adam on a CPU.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     global_step, start_time, last_print, iteration = 0, time.time(), 0.0, 0
     episodic_returns, recent_returns = [], deque(maxlen=20)
-    interrupted = False
-    try:
-        while global_step < args.total_timesteps:
-            iteration += 1
-            # --- rollout: complete episodes of the current policy π_θ, at least batch_size steps ---
-            # Every batch starts fresh episodes: one still running from the last batch was begun
-            # by an older policy. Once the batch is full, no env starts a new episode for it, but
-            # every episode already begun is played to its end: keeping only those that finish
-            # first would favour short episodes. A time-limit truncation (CartPole's 500 steps)
-            # is taken as the episode's end: with no critic there is nothing to bootstrap the
-            # missing rewards with, so G_t near the limit is too small (Pardo et al. 2018).
-            # The first reset seeds env i with seed + i; later resets continue those random streams.
-            next_obs_np, _ = envs.reset(seed=args.seed if iteration == 1 else None)
+    stop = stop_on_ctrl_c()  # a Ctrl-C ends the loop after the current update (see below `train`)
+    while global_step < args.total_timesteps:
+        iteration += 1
+        # --- rollout: complete episodes of the current policy π_θ, at least batch_size steps ---
+        # Every batch starts fresh episodes: one still running from the last batch was begun
+        # by an older policy. Once the batch is full, no env starts a new episode for it, but
+        # every episode already begun is played to its end: keeping only those that finish
+        # first would favour short episodes. A time-limit truncation (CartPole's 500 steps)
+        # is taken as the episode's end: with no critic there is nothing to bootstrap the
+        # missing rewards with, so G_t near the limit lacks the rewards that would have followed
+        # (Pardo et al. 2018).
+        # The first reset seeds env i with seed + i; later resets continue those random streams.
+        next_obs_np, _ = envs.reset(seed=args.seed if iteration == 1 else None)
+        next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+        iteration_start = global_step
+        episode_obs, episode_actions, episode_rewards = ([[] for _ in range(args.num_envs)]
+                                                         for _ in range(3))
+        b_obs, b_actions, b_rewards, b_dones = [], [], [], []  # a step each, episode after episode
+        collecting = np.ones(args.num_envs, dtype=bool)  # env i's episode goes into the batch
+        while collecting.any():
+            global_step += args.num_envs
+            with torch.no_grad():  # acting needs no gradient; the update recomputes log π
+                action, _, _ = agent.get_action(next_obs)
+            # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+            # keeps the sample itself, whose log-probability is the one the gradient needs.
+            env_action = action.cpu().numpy()
+            if continuous:
+                env_action = np.clip(env_action, action_space.low, action_space.high)
+            next_obs_np, reward, terminated, truncated, _ = envs.step(env_action)
+            for i in np.flatnonzero(collecting):
+                episode_obs[i].append(next_obs[i])
+                episode_actions[i].append(action[i])
+                episode_rewards[i].append(float(reward[i]))
             next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
-            iteration_start = global_step
-            episode_obs, episode_actions, episode_rewards = ([[] for _ in range(args.num_envs)] for _ in range(3))
-            b_obs, b_actions, b_rewards, b_dones = [], [], [], []  # the batch, one entry per step, episode after episode
-            collecting = np.ones(args.num_envs, dtype=bool)  # env i's current episode goes into the batch
-            while collecting.any():
-                global_step += args.num_envs
-                with torch.no_grad():  # acting needs no gradient; the update recomputes log π
-                    action, _, _ = agent.get_action(next_obs)
-                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
-                # keeps the sample itself, whose log-probability is the one the gradient needs.
-                env_action = np.clip(action.cpu().numpy(), action_low, action_high) if continuous else action.cpu().numpy()
-                next_obs_np, reward, terminated, truncated, _ = envs.step(env_action)
-                for i in np.flatnonzero(collecting):
-                    episode_obs[i].append(next_obs[i])
-                    episode_actions[i].append(action[i])
-                    episode_rewards[i].append(float(reward[i]))
-                next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
-                for i in np.flatnonzero((terminated | truncated) & collecting):
-                    length, episode_return = len(episode_rewards[i]), sum(episode_rewards[i])
-                    writer.add_scalar("charts/episodic_return", episode_return, global_step)
-                    writer.add_scalar("charts/episodic_length", length, global_step)
-                    episodic_returns.append((global_step, episode_return))
-                    recent_returns.append(episode_return)
-                    b_obs += episode_obs[i]
-                    b_actions += episode_actions[i]
-                    b_rewards += episode_rewards[i]
-                    b_dones += [0.0] * (length - 1) + [1.0]
-                    episode_obs[i], episode_actions[i], episode_rewards[i] = [], [], []
-                    collecting[i] = len(b_rewards) < args.batch_size
+            for i in np.flatnonzero((terminated | truncated) & collecting):
+                length, episode_return = len(episode_rewards[i]), sum(episode_rewards[i])
+                writer.add_scalar("charts/episodic_return", episode_return, global_step)
+                writer.add_scalar("charts/episodic_length", length, global_step)
+                episodic_returns.append((global_step, episode_return))
+                recent_returns.append(episode_return)
+                b_obs += episode_obs[i]
+                b_actions += episode_actions[i]
+                b_rewards += episode_rewards[i]
+                b_dones += [0.0] * (length - 1) + [1.0]
+                episode_obs[i], episode_actions[i], episode_rewards[i] = [], [], []
+                collecting[i] = len(b_rewards) < args.batch_size
 
-            # --- returns: rewards-to-go G_t of each step, within its episode ---
-            b_obs, b_actions = torch.stack(b_obs), torch.stack(b_actions)  # (B, obs_dim), (B,) or (B, act_dim)
-            b_returns = compute_returns(torch.tensor(b_rewards, device=device), torch.tensor(b_dones, device=device),
-                                        args.gamma)
-            if args.norm_returns:
-                # Subtracting a constant baseline keeps the gradient unbiased, since E[∇log π] = 0;
-                # dividing by a positive number keeps its direction.
-                # math: \tilde G_t = (G_t - \bar G) / (\sigma_G + 10^{-8})
-                b_returns = (b_returns - b_returns.mean()) / (b_returns.std() + 1e-8)
+        # --- returns: rewards-to-go G_t of each step, within its episode ---
+        b_obs, b_actions = torch.stack(b_obs), torch.stack(b_actions)  # (B, obs_dim), (B, ...)
+        b_returns = compute_returns(torch.tensor(b_rewards, device=device),
+                                    torch.tensor(b_dones, device=device), args.gamma)
+        if args.norm_returns:
+            # The batch mean is a baseline: subtracting a constant leaves the expected gradient
+            # unchanged, since E[∇ log π] = 0 (apart from the small bias of taking the mean from
+            # the same batch); dividing by the std only rescales the step.
+            b_returns = (b_returns - b_returns.mean()) / (b_returns.std() + 1e-8)
 
-            # --- update: one policy-gradient step on θ ---
-            _, logprob, entropy = agent.get_action(b_obs, b_actions)
-            pg_loss = reinforce_loss(logprob, b_returns)
-            optimizer.zero_grad()
-            pg_loss.backward()
-            optimizer.step()
-            # How far the one step moved the policy: the k3 estimate of KL[π_old ‖ π_θ], r = π_θ / π_old.
-            # math: k_3 = \mathbb{E}_t\big[(r_t - 1) - \log r_t\big]
+        # --- update: one policy-gradient step on θ ---
+        _, logprob, entropy = agent.get_action(b_obs, b_actions)
+        pg_loss = reinforce_loss(logprob, b_returns)
+        optimizer.zero_grad()
+        pg_loss.backward()
+        optimizer.step()
+        # How far the one step moved the policy: the k3 estimate of KL[π_old ‖ π_θ], with
+        # r = π_θ / π_old (J. Schulman, "Approximating KL divergence", 2020).
+        # math: k_3 = \mathbb{E}_t[(r_t - 1) - \log r_t]
+        with torch.no_grad():
+            _, new_logprob, _ = agent.get_action(b_obs, b_actions)
+            logratio = new_logprob - logprob.detach()
+            approx_kl = ((logratio.exp() - 1) - logratio).mean()
+
+        # --- log ---
+        writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+        writer.add_scalar("losses/entropy", entropy.mean().item(), global_step)
+        writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
+        # The share of the steps taken that entered the batch; the rest were spent by the other
+        # envs while the last episodes of the batch ran to their end.
+        batch_fraction = len(b_rewards) / (global_step - iteration_start)
+        writer.add_scalar("charts/batch_fraction", batch_fraction, global_step)
+        sps = global_step / (time.time() - start_time)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        if time.time() - last_print > 5 or global_step >= args.total_timesteps:
+            last_print = time.time()
+            mean_return = f"{np.mean(recent_returns):8.2f}" if recent_returns else "     n/a"
+            eta = int(max(args.total_timesteps - global_step, 0) / sps)
+            print(f"step {global_step:>9,}/{args.total_timesteps:,} | return (last 20) "
+                  f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
+        if stop:
+            break
+    envs.close()
+    return finish(args, run_dir, writer, agent, global_step, episodic_returns, bool(stop))
+
+
+# --- tooling: input checks, evaluation, checkpoints, Ctrl-C, the command line ---
+# Nothing below is part of the learning algorithm: a first reading can stop here.
+
+
+def check_args(args: Args) -> None:
+    """Reject a bad setup with a one-line message, before anything is built or trained."""
+
+    def fail(message: str):
+        raise SystemExit(f"reinforce.py: error: {message}")
+
+    integers = {"--total-timesteps": args.total_timesteps, "--num-envs": args.num_envs,
+                "--batch-size": args.batch_size, "--num-threads": args.num_threads}
+    for flag, value in integers.items():
+        if value < 1:
+            fail(f"{flag} must be a positive integer, got {value}")
+    if args.learning_rate <= 0:
+        fail(f"--learning-rate must be positive, got {args.learning_rate}")
+    if not 0 <= args.gamma <= 1:
+        fail(f"--gamma must lie in [0, 1], got {args.gamma}")
+    if args.eval_episodes < 0:
+        fail("--eval-episodes must be >= 0")
+    batch_size = args.batch_size
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")  # RecordVideo writes with it
+    if args.eval_checkpoint is not None:  # the env id comes from the checkpoint
+        if not os.path.isfile(args.eval_checkpoint):
+            fail(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
+        return
+    if args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one batch, {batch_size} steps")
+    if args.env_id not in gym.registry:
+        close = ", ".join(difflib.get_close_matches(args.env_id, gym.registry))
+        fail(f"unknown --env-id {args.env_id!r}" + (f"; did you mean {close}?" if close else ""))
+    env = gym.make(args.env_id)
+    env.close()
+    action_space = env.action_space
+    flat_box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
+    if not (isinstance(action_space, gym.spaces.Discrete) or flat_box):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space; "
+             "reinforce.py supports Discrete and flat Box")
+    observation_space = env.observation_space
+    if not (isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1):
+        fail(f"{args.env_id} has observations {observation_space}; the script needs a flat Box")
+
+
+def evaluate(agent: Agent, env_id: str, args: Args, seed: int, folder: str) -> list[float]:
+    """Play --eval-episodes episodes on the CPU with the most likely action (Discrete) or the mean
+    action (Box), filmed
+    into <folder>/videos with --capture-video; print and return their returns. The seed of the
+    first reset fixes the whole sequence of episodes."""
+    env = gym.make(env_id, render_mode="rgb_array" if args.capture_video else None)
+    if args.capture_video:
+        env = gym.wrappers.RecordVideo(env, os.path.join(folder, "videos"), lambda _: True,
+                                       disable_logger=True)
+    agent, returns = agent.cpu(), []
+    for episode in range(args.eval_episodes):
+        obs, _ = env.reset(seed=seed if episode == 0 else None)
+        episode_return, done = 0.0, False
+        while not done:
             with torch.no_grad():
-                _, new_logprob, _ = agent.get_action(b_obs, b_actions)
-                logratio = new_logprob - logprob.detach()
-                approx_kl = ((logratio.exp() - 1) - logratio).mean()
+                out = agent.actor(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+            if agent.continuous:
+                action = np.clip(out, env.action_space.low, env.action_space.high)
+            else:
+                action = int(out.argmax())
+            obs, reward, terminated, truncated, _ = env.step(action)
+            episode_return += float(reward)
+            done = terminated or truncated
+        returns.append(episode_return)
+    env.close()
+    print(f"{env_id}: mean return {np.mean(returns):.2f} ± {np.std(returns):.2f} over "
+          f"{len(returns)} deterministic episodes (seed {seed})")
+    return returns
 
-            # --- log ---
-            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
-            writer.add_scalar("losses/entropy", entropy.mean().item(), global_step)
-            writer.add_scalar("losses/approx_kl", approx_kl.item(), global_step)
-            # The share of the steps taken that entered the batch; the rest were spent by the other
-            # envs while the last episodes of the batch ran to their end.
-            writer.add_scalar("charts/batch_fraction", len(b_rewards) / (global_step - iteration_start), global_step)
-            sps = global_step / (time.time() - start_time)
-            writer.add_scalar("charts/SPS", sps, global_step)
-            if time.time() - last_print > 5 or global_step >= args.total_timesteps:
-                last_print = time.time()
-                mean_return = f"{np.mean(recent_returns):8.2f}" if recent_returns else "     n/a"
-                eta = max(args.total_timesteps - global_step, 0) / sps
-                print(f"step {global_step:>9,}/{args.total_timesteps:,} | return (last 20) {mean_return} | "
-                      f"SPS {sps:6.0f} | ETA {int(eta) // 60}m{int(eta) % 60:02d}s", flush=True)
-    except KeyboardInterrupt:
-        interrupted = True
+
+def load_checkpoint(path: str) -> tuple[Agent, dict]:
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    agent = Agent(checkpoint["obs_dim"], checkpoint["act_dim"], checkpoint["continuous"])
+    agent.load_state_dict(checkpoint["model"])
+    return agent, checkpoint
+
+
+def finish(args: Args, run_dir: str, writer, agent: Agent, global_step: int, episodic_returns,
+           interrupted: bool) -> dict:
+    """After training, or after a Ctrl-C: save the model, evaluate it (unless interrupted), close
+    the logs; return a summary of the run."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises KeyboardInterrupt
+    if interrupted:
         print(f"interrupted at step {global_step:,}; logs flushed to {run_dir}", file=sys.stderr)
-    finally:
-        envs.close()
-        writer.flush()
-
     if args.save_model:
-        save_checkpoint(os.path.join(run_dir, "model.pt"), agent, args, global_step)
-        print(f"model saved to {os.path.join(run_dir, 'model.pt')}")
+        path = os.path.join(run_dir, "model.pt")
+        # Only tensors, numbers and strings, so `torch.load(path, weights_only=True)` reads it.
+        torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
+                    "obs_dim": agent.actor[0].in_features, "act_dim": agent.actor[-1].out_features,
+                    "continuous": agent.continuous}, path)
+        print(f"model saved to {path}")
     eval_returns = []
     if args.eval_episodes > 0 and not interrupted:
-        video_dir = os.path.join(run_dir, "videos") if args.capture_video else None
         # Seeds the training envs never used, so the evaluation starts from unseen initial states.
-        eval_returns = evaluate(agent, args.env_id, args.eval_episodes, args.seed + 10_000, device, video_dir)
+        eval_returns = evaluate(agent, args.env_id, args, args.seed + 10_000, run_dir)
         for i, r in enumerate(eval_returns):
             writer.add_scalar("eval/episodic_return", r, i)
-        print(f"evaluation: mean return {np.mean(eval_returns):.2f} ± {np.std(eval_returns):.2f} "
-              f"over {len(eval_returns)} deterministic episodes")
     writer.close()
     if interrupted:
         raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"
@@ -394,9 +418,35 @@ def train(args: Args) -> dict:
             "eval_returns": eval_returns, "agent": agent}
 
 
+def stop_on_ctrl_c() -> list:
+    """From now on Ctrl-C does not raise: it appends to the returned list, which `train` checks
+    after each update, so that the run stops there cleanly (logs flushed, the model saved with
+    --save-model, exit code 130). A second Ctrl-C stops at once."""
+    stop = []
+
+    def handler(signum, frame):
+        if stop:
+            raise KeyboardInterrupt
+        stop.append(signum)
+        print("Ctrl-C: stopping after this update (again: at once)", file=sys.stderr)
+
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def main(args: Args) -> None:
+    """Train, or with --eval-checkpoint evaluate a saved policy on the env it was trained on."""
+    if args.eval_checkpoint is None:
+        train(args)
+        return
+    check_args(args)
+    agent, checkpoint = load_checkpoint(args.eval_checkpoint)
+    env_id, folder = checkpoint["args"]["env_id"], os.path.dirname(args.eval_checkpoint)
+    evaluate(agent, env_id, args, args.seed, folder)
+
+
 if __name__ == "__main__":
-    cli_args = tyro.cli(Args)
-    if cli_args.eval_checkpoint is not None:
-        evaluate_checkpoint(cli_args)
-    else:
-        train(cli_args)
+    try:
+        main(tyro.cli(Args))
+    except KeyboardInterrupt:  # Ctrl-C outside the training loop, or a second one inside it
+        raise SystemExit(130) from None

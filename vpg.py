@@ -11,18 +11,29 @@ actions (Pendulum-v1, HalfCheetah-v4).
     python vpg.py --help                                    # every flag, with its meaning
     python vpg.py --save-model                              # writes runs/<run>/model.pt
     python vpg.py --eval-checkpoint runs/<run>/model.pt --capture-video
+    tensorboard --logdir runs
+
+What changes from reinforce.py: a critic V_φ(s) learns to predict the return, and the weight of
+each log-probability becomes the advantage Â_t (GAE-λ), the return measured against that
+prediction. Because V estimates the rewards after a cut, a batch is a fixed T steps per env that
+may end mid-episode, and a time-limit truncation is bootstrapped with V(final observation); so
+the rollout is PPO's, not REINFORCE's episode collector. Advantages are normalised over the
+batch; the critic has its own Adam and takes `vf_iters` steps per batch.
 
 Defaults follow Spinning Up's `vpg.py` (4000 steps per batch, π lr 3e-4, V lr 1e-3, 80 critic
 steps, γ 0.99, λ 0.97, no observation normalisation). Unlike PPO, VPG takes a single gradient
 step per batch: the estimate is only valid at the policy that collected the data, and VPG has
 no ratio or clip to keep a second step honest. Lines starting with `# math:` hold the LaTeX of
-the equation the code below computes.
+the equation the code below computes. The training algorithm ends with `train`; the tooling
+after it (input checks, evaluation, checkpoints) can be skipped on a first reading.
 """
 
 import difflib
+import importlib.util
 import math
 import os
 import random
+import signal
 import sys
 import time
 from collections import deque
@@ -42,13 +53,11 @@ class Args:
     exp_name: str = "vpg"
     """name of the experiment; part of the run directory runs/<env>__<exp>__<seed>__<time>"""
     seed: int = 1
-    """seed of Python, NumPy, torch and the environments; the same seed and flags reproduce a CPU run exactly"""
-    torch_deterministic: bool = True
-    """make cuDNN choose deterministic kernels (only matters with --cuda)"""
+    """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     cuda: bool = False
     """train on a GPU if one is present; for these 64-unit networks the CPU is usually as fast"""
     num_threads: int = 1
-    """torch CPU threads; one suits these tiny networks, and a fixed count keeps runs reproducible"""
+    """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
     log_dir: str = "runs"
     """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
     capture_video: bool = False
@@ -62,9 +71,9 @@ class Args:
 
     # --- algorithm ---
     env_id: str = "CartPole-v1"
-    """Gymnasium id of an environment with a Discrete or Box action space and a flat Box observation"""
+    """Gymnasium id of an environment with Discrete or Box actions and a flat Box observation"""
     total_timesteps: int = 2_000_000
-    """environment steps to train for, summed over all envs (CartPole-v1 needs ~1.5M at π lr 3e-4)"""
+    """environment steps to train for, summed over all envs (CartPole-v1 needs ~1.5M)"""
     learning_rate: float = 3e-4
     """Adam step size α of the policy (Spinning Up's pi_lr)"""
     vf_learning_rate: float = 1e-3
@@ -74,67 +83,38 @@ class Args:
     num_envs: int = 4
     """N, environments stepped in parallel (one synchronous vector env)"""
     num_steps: int = 1000
-    """T, steps per environment in each batch; batch size = N·T (Spinning Up: 4000 steps per epoch)"""
+    """T, steps per environment in each batch; batch size = N·T (Spinning Up: 4000 per epoch)"""
     gamma: float = 0.99
     """discount factor γ in [0, 1]"""
     gae_lambda: float = 0.97
     """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
 
 
-def check_args(args: Args) -> None:
-    """Reject a bad setup with a one-line message, before anything is built or trained."""
-
-    def require(ok: bool, message: str) -> None:
-        if not ok:
-            raise SystemExit(f"vpg.py: error: {message}")
-
-    flag = {name: "--" + name.replace("_", "-") for name in vars(args)}
-    for name in ("total_timesteps", "num_envs", "num_steps", "vf_iters", "num_threads"):
-        require(getattr(args, name) >= 1, f"{flag[name]} must be a positive integer, got {getattr(args, name)}")
-    for name in ("learning_rate", "vf_learning_rate"):
-        require(getattr(args, name) > 0, f"{flag[name]} must be positive, got {getattr(args, name)}")
-    for name in ("gamma", "gae_lambda"):
-        require(0 <= getattr(args, name) <= 1, f"{flag[name]} must lie in [0, 1], got {getattr(args, name)}")
-    require(args.eval_episodes >= 0, "--eval-episodes must be >= 0")
-    batch_size = args.num_envs * args.num_steps
-    if args.capture_video:
-        try:
-            import moviepy  # noqa: F401  (Gymnasium's RecordVideo writes the files with it)
-        except ImportError:
-            require(False, "--capture-video needs moviepy: pip install moviepy")
-    if args.eval_checkpoint is not None:  # the env id comes from the checkpoint
-        require(os.path.isfile(args.eval_checkpoint), f"--eval-checkpoint {args.eval_checkpoint}: no such file")
-        return
-    require(args.total_timesteps >= batch_size, f"--total-timesteps {args.total_timesteps} is less than one batch "
-            f"({batch_size} steps)")
-    close = ", ".join(difflib.get_close_matches(args.env_id, list(gym.registry), n=3, cutoff=0.6))
-    require(args.env_id in gym.registry, f"unknown --env-id {args.env_id!r}" + (f"; did you mean {close}?" if close else ""))
-    env = gym.make(args.env_id)
-    action_space, observation_space = env.action_space, env.observation_space
-    env.close()
-    require(isinstance(action_space, gym.spaces.Discrete) or (isinstance(action_space, gym.spaces.Box)
-            and len(action_space.shape) == 1), f"{args.env_id} has a {type(action_space).__name__} action space; "
-            "vpg.py supports Discrete and flat Box")
-    require(isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1,
-            f"{args.env_id} has observations {observation_space}; vpg.py needs a flat Box")
-
-
 def make_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
-    # the step that ends an episode already returns the first observation of the next one, and the
-    # real last observation is in infos["final_obs"]. So every stored transition is real (the
+    # the step that ends an episode already returns the first observation of the next one, and
+    # the real last observation is in infos["final_obs"]. So every stored transition is real (the
     # default NEXT_STEP mode would spend one action per episode on a reset), and the final
     # observation is at hand to bootstrap a truncated episode.
     return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
                         vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
 
 
-def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
     # Orthogonal weights scaled by `std`, zero biases, as in the PPO scripts: √2 for tanh hidden
-    # layers; 0.01 for the policy head, so the first policy is close to uniform (or zero-mean); 1 for V.
+    # layers; 0.01 for the policy head, so the first policy is close to uniform (or zero-mean);
+    # 1 for V.
     nn.init.orthogonal_(layer.weight, std)
-    nn.init.constant_(layer.bias, bias_const)
+    nn.init.constant_(layer.bias, 0.0)
     return layer
+
+
+def mlp(in_dim: int, out_dim: int, out_std: float) -> nn.Sequential:
+    return nn.Sequential(
+        layer_init(nn.Linear(in_dim, 64)), nn.Tanh(),
+        layer_init(nn.Linear(64, 64)), nn.Tanh(),
+        layer_init(nn.Linear(64, out_dim), std=out_std),
+    )
 
 
 class Agent(nn.Module):
@@ -145,55 +125,52 @@ class Agent(nn.Module):
     def __init__(self, obs_dim: int, act_dim: int, continuous: bool):
         super().__init__()
         self.continuous = continuous
-        self.critic = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
-            layer_init(nn.Linear(64, 64)), nn.Tanh(),
-            layer_init(nn.Linear(64, 1), std=1.0),
-        )
-        self.actor = nn.Sequential(
-            layer_init(nn.Linear(obs_dim, 64)), nn.Tanh(),
-            layer_init(nn.Linear(64, 64)), nn.Tanh(),
-            layer_init(nn.Linear(64, act_dim), std=0.01),
-        )
+        self.critic = mlp(obs_dim, 1, out_std=1.0)
+        self.actor = mlp(obs_dim, act_dim, out_std=0.01)
         if continuous:
-            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up: with σ = 1 a third of the early
-            # actions would fall outside MuJoCo's [−1, 1] and be clipped to its bounds.
+            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up. ppo_continuous.py starts
+            # at CleanRL's σ = 1 instead: each script keeps the value of the code whose published
+            # results it is compared with. With σ ≈ 0.61 about a tenth of the first actions fall
+            # outside MuJoCo's [−1, 1] (with σ = 1, a third) and reach the env clipped.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
-        """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,), V(s) (B,).
+        """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s), entropy, V(s), each (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions written out: the same arithmetic, in the same order (so the same
-        # results, bit for bit) as torch.distributions' Normal and Categorical, at a fraction of
-        # their cost per call on a CPU, where building a distribution object costs more than the math.
+        # Both distributions written out, so that their formulas are on the page (tests check that
+        # they give torch.distributions' numbers bit for bit, which is why log σ is computed as
+        # log(σ), as the library does).
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, the same in every state
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product: log-probs add up
-            # over the last axis, and so do the entropies (log σ computed as log(σ), as the library does).
-            # math: \log \pi_\theta(a|s) = \sum_{j=1}^{d} \log \mathcal{N}(a_j;\, \mu_{\theta,j}(s), \sigma_j^2)
-            # math: \log \mathcal{N}(a_j; \mu_j, \sigma_j^2) = -\frac{(a_j-\mu_j)^2}{2\sigma_j^2} - \log\sigma_j - \log\sqrt{2\pi}
-            logprob = (-((action - mean) ** 2) / (2 * std**2) - std.log() - math.log(math.sqrt(2 * math.pi))).sum(-1)
-            # math: H[\pi_\theta(\cdot|s)] = \sum_{j=1}^{d} (\tfrac12 + \tfrac12\log 2\pi + \log\sigma_j)
+            # The action dimensions are independent, so the density is a product: log-probs add
+            # up over the last axis, and so do the entropies.
+            # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
+            # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
+            log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
+                           - math.log(math.sqrt(2 * math.pi)))  # (B, act_dim)
+            logprob = log_density.sum(-1)
+            # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
             entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
         else:
-            # math: \log \pi_\theta(\cdot|s) = z - \log \textstyle\sum_b e^{z_b}, \qquad z = \text{actor}_\theta(s)
+            # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
+            # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
             logits = self.actor(obs)
-            log_probs = logits - logits.logsumexp(-1, keepdim=True)  # (B, n_actions)
+            log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
             if action is None:
-                action = torch.multinomial(log_probs.softmax(-1), 1, replacement=True).squeeze(-1)
-            logprob = log_probs.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the taken action
+                action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
+            logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the action
             # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
-            entropy = -(log_probs * log_probs.softmax(-1)).sum(-1)
+            entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
         return action, logprob, entropy, self.get_value(obs)
 
 
-def compute_gae(rewards, values, next_values, terminations, truncations, gamma: float, gae_lambda: float):
+def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
 
     All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}), the value of the
@@ -201,7 +178,7 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma: 
     observation of the episode, not the reset observation the vector env returned.
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
-        A_t = δ_t + γ λ (1 − done_t) A_{t+1},       done_t = terminated_t or truncated_t,  A_T = 0
+        A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
 
     A terminated step has no future, so it does not bootstrap. A truncated step was cut by a time
     limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
@@ -210,25 +187,26 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma: 
     (T, N), with returns = A + V; with λ = 1 they are the discounted rewards-to-go.
     """
     # Every δ_t at once; only the recursion over A needs a loop (run backwards in time).
-    # math: \delta_t = r_t + \gamma (1 - \text{terminated}_t) V(s_{t+1}) - V(s_t)
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
     advantages = torch.zeros_like(rewards)
     next_advantage = torch.zeros_like(rewards[0])  # A_{t+1}, shape (N,)
     for t in reversed(range(rewards.shape[0])):
-        # math: \hat A_t = \delta_t + \gamma \lambda (1 - \text{done}_t) \hat A_{t+1}
         next_advantage = deltas[t] + gamma * gae_lambda * not_dones[t] * next_advantage
         advantages[t] = next_advantage
     return advantages, advantages + values
 
 
 def vpg_loss(logprob, advantages):
-    """The policy-gradient surrogate on a batch, as a loss to minimise. Inputs have shape (B,).
+    """The policy-gradient surrogate on a batch of B steps, as a loss to minimise. Inputs have
+    shape (B,).
 
-    Its gradient is the policy-gradient estimate −ĝ (Schulman et al. 2016, eq. 1 with Â_t as Ψ_t);
-    its value is no measure of how well the policy performs: judge a run by its returns.
+    Its gradient is ∇L = −ĝ, minus the policy-gradient estimate averaged over the B steps of the
+    batch (Schulman et al. 2016, eq. 1 with Ψ_t = Â_t). Its value is no measure of how well the
+    policy performs: judge a run by its returns.
     """
-    # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t, \qquad \nabla_\theta L^{PG} = -\hat g
+    # math: \hat g = \frac{1}{B}\sum_{t} \nabla_\theta \log \pi_\theta(a_t|s_t)\, \hat A_t
+    # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t
     return -(logprob * advantages).mean()
 
 
@@ -236,55 +214,6 @@ def value_loss(value, returns):
     """Mean squared error of the critic against its targets R̂_t; inputs have shape (B,)."""
     # math: L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2
     return ((value - returns) ** 2).mean()
-
-
-def evaluate(agent: Agent, env_id: str, episodes: int, seed: int, device: torch.device,
-             video_dir: str | None = None) -> list[float]:
-    """Play `episodes` episodes with the most likely action (Discrete) or the mean action (Box);
-    return their returns."""
-    env = gym.make(env_id, render_mode="rgb_array" if video_dir else None)
-    if video_dir:
-        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda _: True, disable_logger=True)
-    returns = []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=seed if episode == 0 else None)  # one seed fixes the whole sequence
-        episode_return, done = 0.0, False
-        while not done:
-            with torch.no_grad():
-                out = agent.actor(torch.as_tensor(obs, dtype=torch.float32, device=device)).cpu().numpy()
-            action = np.clip(out, env.action_space.low, env.action_space.high) if agent.continuous else int(out.argmax())
-            obs, reward, terminated, truncated, _ = env.step(action)
-            episode_return += float(reward)
-            done = terminated or truncated
-        returns.append(episode_return)
-    env.close()
-    return returns
-
-
-def save_checkpoint(path: str, agent: Agent, args: Args, global_step: int) -> None:
-    # Plain tensors, numbers and strings only, so `torch.load(path, weights_only=True)` can read it.
-    torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
-                "obs_dim": agent.actor[0].in_features, "act_dim": agent.actor[-1].out_features,
-                "continuous": agent.continuous}, path)
-
-
-def load_checkpoint(path: str, device: torch.device) -> tuple[Agent, dict]:
-    checkpoint = torch.load(path, map_location=device, weights_only=True)
-    agent = Agent(checkpoint["obs_dim"], checkpoint["act_dim"], checkpoint["continuous"]).to(device)
-    agent.load_state_dict(checkpoint["model"])
-    return agent, checkpoint
-
-
-def evaluate_checkpoint(args: Args) -> list[float]:
-    """Evaluate a saved policy on the environment it was trained on (CLI: --eval-checkpoint)."""
-    check_args(args)
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    agent, checkpoint = load_checkpoint(args.eval_checkpoint, device)
-    env_id = checkpoint["args"]["env_id"]
-    video_dir = os.path.join(os.path.dirname(args.eval_checkpoint), "videos") if args.capture_video else None
-    returns = evaluate(agent, env_id, args.eval_episodes, args.seed, device, video_dir)
-    print(f"{env_id}: mean return {np.mean(returns):.2f} ± {np.std(returns):.2f} over {len(returns)} deterministic episodes")
-    return returns
 
 
 def train(args: Args) -> dict:
@@ -295,157 +224,257 @@ def train(args: Args) -> dict:
     run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = os.path.join(args.log_dir, run_name)
     writer = SummaryWriter(run_dir)
-    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items()))
+    table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
 
     # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.backends.cudnn.deterministic = args.torch_deterministic
     torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
 
     envs = make_env(args.env_id, args.num_envs)
-    obs_dim = envs.single_observation_space.shape[0]
-    # The one place where the action space decides the policy head: Gaussian for Box, else Categorical.
-    continuous = isinstance(envs.single_action_space, gym.spaces.Box)
-    act_dim = envs.single_action_space.shape[0] if continuous else int(envs.single_action_space.n)
-    action_low, action_high = (envs.single_action_space.low, envs.single_action_space.high) if continuous else (0, 0)
+    obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
+    # The one place where the action space decides the policy head: Gaussian for Box, else
+    # Categorical.
+    continuous = isinstance(action_space, gym.spaces.Box)
+    act_dim = action_space.shape[0] if continuous else int(action_space.n)
     agent = Agent(obs_dim, act_dim, continuous).to(device)
     # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
-    # step counts. Adam's ε = 1e-5 as in the PPO scripts; the fused kernel is the fastest on CPU.
+    # step counts. Adam's ε = 1e-5 as in the PPO scripts; the fused kernel is fastest on a CPU.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
     pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
-    vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5, fused=True)
+    vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
+                                    fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    obs = torch.zeros((args.num_steps, args.num_envs, obs_dim), device=device)
+    shape = (args.num_steps, args.num_envs)  # (T, N)
+    obs = torch.zeros((*shape, obs_dim), device=device)
     action_shape, action_dtype = ((act_dim,), torch.float32) if continuous else ((), torch.long)
-    actions = torch.zeros((args.num_steps, args.num_envs, *action_shape), dtype=action_dtype, device=device)
-    rewards = torch.zeros((args.num_steps, args.num_envs), device=device)
-    terminations = torch.zeros((args.num_steps, args.num_envs), device=device)
-    truncations = torch.zeros((args.num_steps, args.num_envs), device=device)
-    values = torch.zeros((args.num_steps, args.num_envs), device=device)
-    final_values = torch.zeros((args.num_steps, args.num_envs), device=device)  # V(final obs) where truncated
+    actions = torch.zeros((*shape, *action_shape), dtype=action_dtype, device=device)
+    rewards = torch.zeros(shape, device=device)
+    terminations = torch.zeros(shape, device=device)
+    truncations = torch.zeros(shape, device=device)
+    values = torch.zeros(shape, device=device)
+    final_values = torch.zeros(shape, device=device)  # V(final obs) where the episode was truncated
 
     global_step, start_time, last_print = 0, time.time(), 0.0
     episode_return, episode_length = np.zeros(args.num_envs), np.zeros(args.num_envs, dtype=int)
     episodic_returns, recent_returns = [], deque(maxlen=20)
     next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
     next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
-    interrupted = False
-    try:
-        for iteration in range(1, num_iterations + 1):
-            # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-            for step in range(args.num_steps):
-                global_step += args.num_envs
-                obs[step] = next_obs
-                with torch.no_grad():  # acting needs no gradient; the update recomputes log π
-                    action, _, _, value = agent.get_action_and_value(next_obs)
-                actions[step], values[step] = action, value
-                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
-                # keeps the sample itself, whose log-probability is the one the gradient needs.
-                env_action = np.clip(action.cpu().numpy(), action_low, action_high) if continuous else action.cpu().numpy()
-                next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
-                rewards[step] = torch.as_tensor(reward, device=device)
-                terminations[step] = torch.as_tensor(terminated, device=device)
-                truncations[step] = torch.as_tensor(truncated, device=device)
-                next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
-                if truncated.any():  # bootstrap value of a cut episode: V of its real final observation
-                    idx = np.flatnonzero(truncated)
-                    final_obs = torch.as_tensor(np.stack(infos["final_obs"][idx]), dtype=torch.float32, device=device)
-                    with torch.no_grad():
-                        final_values[step, idx] = agent.get_value(final_obs)
-                episode_return += reward
-                episode_length += 1
-                for i in np.flatnonzero(terminated | truncated):
-                    writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
-                    writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
-                    episodic_returns.append((global_step, float(episode_return[i])))
-                    recent_returns.append(episode_return[i])
-                    episode_return[i], episode_length[i] = 0.0, 0
+    stop = stop_on_ctrl_c()  # a Ctrl-C ends the loop after the current update (see below `train`)
+    for iteration in range(1, num_iterations + 1):
+        # --- rollout: T steps in each of the N envs with the current policy π_θ ---
+        for step in range(args.num_steps):
+            global_step += args.num_envs
+            obs[step] = next_obs
+            with torch.no_grad():  # acting needs no gradient; the update recomputes log π
+                action, _, _, value = agent.get_action_and_value(next_obs)
+            actions[step], values[step] = action, value
+            # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+            # keeps the sample itself, whose log-probability is the one the gradient needs.
+            env_action = action.cpu().numpy()
+            if continuous:
+                env_action = np.clip(env_action, action_space.low, action_space.high)
+            next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
+            rewards[step] = torch.as_tensor(reward, device=device)
+            terminations[step] = torch.as_tensor(terminated, device=device)
+            truncations[step] = torch.as_tensor(truncated, device=device)
+            next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+            if truncated.any():  # bootstrap value of a cut episode: V of its real final observation
+                idx = np.flatnonzero(truncated)
+                final_obs = torch.as_tensor(np.stack(infos["final_obs"][idx]), dtype=torch.float32,
+                                            device=device)
+                with torch.no_grad():
+                    final_values[step, idx] = agent.get_value(final_obs)
+            episode_return += reward
+            episode_length += 1
+            for i in np.flatnonzero(terminated | truncated):
+                writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
+                writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
+                episodic_returns.append((global_step, float(episode_return[i])))
+                recent_returns.append(episode_return[i])
+                episode_return[i], episode_length[i] = 0.0, 0
 
-            # --- bootstrap and advantages ---
+        # --- bootstrap and advantages ---
+        with torch.no_grad():
+            next_value = agent.get_value(next_obs)  # V(s_T), (N,): for paths cut by the batch end
+        # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
+        # truncated. After a termination it is the reset observation's value, masked in GAE.
+        next_values = torch.cat([values[1:], next_value[None]])
+        next_values = torch.where(truncations.bool(), final_values, next_values)
+        advantages, _ = compute_gae(rewards, values, next_values, terminations, truncations,
+                                    args.gamma, args.gae_lambda)
+        # The critic regresses on the discounted rewards-to-go, bootstrapped the same way (as in
+        # Spinning Up): GAE's returns with λ = 1. With k the number of steps from t to the end of
+        # the episode or of the batch, whichever comes first, V(s_{t+k}) is V(final observation)
+        # after a truncation, V(s_T) at the batch's end, and 0 after a termination:
+        # math: \hat R_t = \sum_{l=0}^{k-1} \gamma^l r_{t+l} + \gamma^k V(s_{t+k})
+        _, returns = compute_gae(rewards, values, next_values, terminations, truncations,
+                                 args.gamma, 1.0)
+
+        # --- flatten the batch: (T, N, ...) -> (T·N, ...) ---
+        b_obs, b_actions = obs.reshape(-1, obs_dim), actions.reshape(-1, *action_shape)
+        b_values, b_returns = values.reshape(-1), returns.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        # Normalised over the batch, as in Spinning Up. Dividing by the std only rescales the step,
+        # so that its size does not depend on the scale of the rewards; subtracting the mean is a
+        # baseline: it changes this batch's estimate, its direction too, but not its expectation,
+        # since E[∇ log π] = 0 (apart from the small bias of taking the mean from the same batch).
+        b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
+
+        # --- update: one policy-gradient step on θ, then vf_iters critic steps on φ ---
+        _, logprob, entropy, _ = agent.get_action_and_value(b_obs, b_actions)
+        pg_loss = vpg_loss(logprob, b_advantages)
+        pi_optimizer.zero_grad()
+        pg_loss.backward()
+        pi_optimizer.step()
+        v_losses = []
+        for _ in range(args.vf_iters):
+            v_loss = value_loss(agent.get_value(b_obs), b_returns)
+            vf_optimizer.zero_grad()
+            v_loss.backward()
+            vf_optimizer.step()
+            v_losses.append(v_loss.detach())
+        # How far the one step moved the policy: the k3 estimate of KL[π_old ‖ π_θ], with
+        # r = π_θ / π_old (J. Schulman, "Approximating KL divergence", 2020).
+        # math: k_3 = \mathbb{E}_t[(r_t - 1) - \log r_t]
+        with torch.no_grad():
+            _, new_logprob, _, _ = agent.get_action_and_value(b_obs, b_actions)
+            logratio = new_logprob - logprob.detach()
+            approx_kl = ((logratio.exp() - 1) - logratio).mean()
+
+        # --- log: the value loss is the mean over the critic steps of this update ---
+        losses = {"policy_loss": pg_loss, "value_loss": torch.stack(v_losses).mean(),
+                  "entropy": entropy.mean(), "approx_kl": approx_kl}
+        for key, value in losses.items():
+            writer.add_scalar(f"losses/{key}", value.item(), global_step)
+        # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
+        errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
+        explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        sps = global_step / (time.time() - start_time)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        if time.time() - last_print > 5 or iteration == num_iterations:
+            last_print = time.time()
+            mean_return = f"{np.mean(recent_returns):8.2f}" if recent_returns else "     n/a"
+            eta = int((num_iterations * batch_size - global_step) / sps)
+            print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
+                  f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
+        if stop:
+            break
+    envs.close()
+    return finish(args, run_dir, writer, agent, global_step, episodic_returns, bool(stop))
+
+
+# --- tooling: input checks, evaluation, checkpoints, Ctrl-C, the command line ---
+# Nothing below is part of the learning algorithm: a first reading can stop here.
+
+
+def check_args(args: Args) -> None:
+    """Reject a bad setup with a one-line message, before anything is built or trained."""
+
+    def fail(message: str):
+        raise SystemExit(f"vpg.py: error: {message}")
+
+    integers = {"--total-timesteps": args.total_timesteps, "--num-envs": args.num_envs,
+                "--num-steps": args.num_steps, "--vf-iters": args.vf_iters,
+                "--num-threads": args.num_threads}
+    for flag, value in integers.items():
+        if value < 1:
+            fail(f"{flag} must be a positive integer, got {value}")
+    rates = {"--learning-rate": args.learning_rate, "--vf-learning-rate": args.vf_learning_rate}
+    for flag, value in rates.items():
+        if value <= 0:
+            fail(f"{flag} must be positive, got {value}")
+    for flag, value in {"--gamma": args.gamma, "--gae-lambda": args.gae_lambda}.items():
+        if not 0 <= value <= 1:
+            fail(f"{flag} must lie in [0, 1], got {value}")
+    if args.eval_episodes < 0:
+        fail("--eval-episodes must be >= 0")
+    batch_size = args.num_envs * args.num_steps
+    if args.capture_video and importlib.util.find_spec("moviepy") is None:
+        fail("--capture-video needs moviepy: pip install moviepy")  # RecordVideo writes with it
+    if args.eval_checkpoint is not None:  # the env id comes from the checkpoint
+        if not os.path.isfile(args.eval_checkpoint):
+            fail(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
+        return
+    if args.total_timesteps < batch_size:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one batch, {batch_size} steps")
+    if args.env_id not in gym.registry:
+        close = ", ".join(difflib.get_close_matches(args.env_id, gym.registry))
+        fail(f"unknown --env-id {args.env_id!r}" + (f"; did you mean {close}?" if close else ""))
+    env = gym.make(args.env_id)
+    env.close()
+    action_space = env.action_space
+    flat_box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
+    if not (isinstance(action_space, gym.spaces.Discrete) or flat_box):
+        fail(f"{args.env_id} has a {type(action_space).__name__} action space; "
+             "vpg.py supports Discrete and flat Box")
+    observation_space = env.observation_space
+    if not (isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1):
+        fail(f"{args.env_id} has observations {observation_space}; the script needs a flat Box")
+
+
+def evaluate(agent: Agent, env_id: str, args: Args, seed: int, folder: str) -> list[float]:
+    """Play --eval-episodes episodes on the CPU with the most likely action (Discrete) or the mean
+    action (Box), filmed
+    into <folder>/videos with --capture-video; print and return their returns. The seed of the
+    first reset fixes the whole sequence of episodes."""
+    env = gym.make(env_id, render_mode="rgb_array" if args.capture_video else None)
+    if args.capture_video:
+        env = gym.wrappers.RecordVideo(env, os.path.join(folder, "videos"), lambda _: True,
+                                       disable_logger=True)
+    agent, returns = agent.cpu(), []
+    for episode in range(args.eval_episodes):
+        obs, _ = env.reset(seed=seed if episode == 0 else None)
+        episode_return, done = 0.0, False
+        while not done:
             with torch.no_grad():
-                next_value = agent.get_value(next_obs)  # V(s_T), (N,): bootstraps the paths cut by the batch end
-            # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
-            # truncated. After a termination it is the reset observation's value, masked in GAE.
-            next_values = torch.cat([values[1:], next_value[None]])
-            next_values = torch.where(truncations.bool(), final_values, next_values)
-            advantages, _ = compute_gae(rewards, values, next_values, terminations, truncations,
-                                        args.gamma, args.gae_lambda)
-            # The critic regresses on the discounted rewards-to-go, bootstrapped the same way (as in
-            # Spinning Up); they are GAE's returns with λ = 1.
-            # math: \hat R_t = \sum_{l=0}^{k-1} \gamma^l r_{t+l} + \gamma^k V(s_{t+k}) \quad (\text{0 after a termination})
-            _, returns = compute_gae(rewards, values, next_values, terminations, truncations, args.gamma, 1.0)
+                out = agent.actor(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+            if agent.continuous:
+                action = np.clip(out, env.action_space.low, env.action_space.high)
+            else:
+                action = int(out.argmax())
+            obs, reward, terminated, truncated, _ = env.step(action)
+            episode_return += float(reward)
+            done = terminated or truncated
+        returns.append(episode_return)
+    env.close()
+    print(f"{env_id}: mean return {np.mean(returns):.2f} ± {np.std(returns):.2f} over "
+          f"{len(returns)} deterministic episodes (seed {seed})")
+    return returns
 
-            # --- flatten the batch: (T, N, ...) -> (T·N, ...) ---
-            b_obs = obs.reshape(-1, obs_dim)
-            b_actions = actions.reshape(-1, *action_shape)
-            b_values, b_returns = values.reshape(-1), returns.reshape(-1)
-            b_advantages = advantages.reshape(-1)
-            # Normalised over the batch (as in Spinning Up): the same direction, a step size that
-            # does not depend on the scale of the rewards.
-            # math: \tilde A_t = (\hat A_t - \bar A) / (\sigma_A + 10^{-8})
-            b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
-            # --- update: one policy-gradient step on θ, then vf_iters critic steps on φ ---
-            _, logprob, entropy, _ = agent.get_action_and_value(b_obs, b_actions)
-            pg_loss = vpg_loss(logprob, b_advantages)
-            pi_optimizer.zero_grad()
-            pg_loss.backward()
-            pi_optimizer.step()
-            v_losses = []
-            for _ in range(args.vf_iters):
-                v_loss = value_loss(agent.get_value(b_obs), b_returns)
-                vf_optimizer.zero_grad()
-                v_loss.backward()
-                vf_optimizer.step()
-                v_losses.append(v_loss.detach())
-            # How far the one step moved the policy: the k3 estimate of KL[π_old ‖ π_θ], r = π_θ / π_old.
-            # math: k_3 = \mathbb{E}_t\big[(r_t - 1) - \log r_t\big]
-            with torch.no_grad():
-                _, new_logprob, _, _ = agent.get_action_and_value(b_obs, b_actions)
-                logratio = new_logprob - logprob.detach()
-                approx_kl = ((logratio.exp() - 1) - logratio).mean()
+def load_checkpoint(path: str) -> tuple[Agent, dict]:
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    agent = Agent(checkpoint["obs_dim"], checkpoint["act_dim"], checkpoint["continuous"])
+    agent.load_state_dict(checkpoint["model"])
+    return agent, checkpoint
 
-            # --- log: the value loss is the mean over the critic steps of this update ---
-            losses = {"policy_loss": pg_loss, "value_loss": torch.stack(v_losses).mean(), "entropy": entropy.mean(),
-                      "approx_kl": approx_kl}
-            for key, value in losses.items():
-                writer.add_scalar(f"losses/{key}", value.item(), global_step)
-            # Fraction of the variance of the returns that the critic explains: 1 is perfect, ≤ 0 is useless.
-            # math: \mathrm{EV} = 1 - \mathrm{Var}[R - V] / \mathrm{Var}[R]
-            var_returns = b_returns.var()
-            explained_var = (1 - (b_returns - b_values).var() / var_returns).item() if var_returns > 0 else float("nan")
-            writer.add_scalar("losses/explained_variance", explained_var, global_step)
-            sps = global_step / (time.time() - start_time)
-            writer.add_scalar("charts/SPS", sps, global_step)
-            if time.time() - last_print > 5 or iteration == num_iterations:
-                last_print = time.time()
-                mean_return = f"{np.mean(recent_returns):8.2f}" if recent_returns else "     n/a"
-                eta = (num_iterations * batch_size - global_step) / sps
-                print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) {mean_return} | "
-                      f"SPS {sps:6.0f} | ETA {int(eta) // 60}m{int(eta) % 60:02d}s", flush=True)
-    except KeyboardInterrupt:
-        interrupted = True
+
+def finish(args: Args, run_dir: str, writer, agent: Agent, global_step: int, episodic_returns,
+           interrupted: bool) -> dict:
+    """After training, or after a Ctrl-C: save the model, evaluate it (unless interrupted), close
+    the logs; return a summary of the run."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises KeyboardInterrupt
+    if interrupted:
         print(f"interrupted at step {global_step:,}; logs flushed to {run_dir}", file=sys.stderr)
-    finally:
-        envs.close()
-        writer.flush()
-
     if args.save_model:
-        save_checkpoint(os.path.join(run_dir, "model.pt"), agent, args, global_step)
-        print(f"model saved to {os.path.join(run_dir, 'model.pt')}")
+        path = os.path.join(run_dir, "model.pt")
+        # Only tensors, numbers and strings, so `torch.load(path, weights_only=True)` reads it.
+        torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
+                    "obs_dim": agent.actor[0].in_features, "act_dim": agent.actor[-1].out_features,
+                    "continuous": agent.continuous}, path)
+        print(f"model saved to {path}")
     eval_returns = []
     if args.eval_episodes > 0 and not interrupted:
-        video_dir = os.path.join(run_dir, "videos") if args.capture_video else None
         # Seeds the training envs never used, so the evaluation starts from unseen initial states.
-        eval_returns = evaluate(agent, args.env_id, args.eval_episodes, args.seed + 10_000, device, video_dir)
+        eval_returns = evaluate(agent, args.env_id, args, args.seed + 10_000, run_dir)
         for i, r in enumerate(eval_returns):
             writer.add_scalar("eval/episodic_return", r, i)
-        print(f"evaluation: mean return {np.mean(eval_returns):.2f} ± {np.std(eval_returns):.2f} "
-              f"over {len(eval_returns)} deterministic episodes")
     writer.close()
     if interrupted:
         raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"
@@ -453,9 +482,35 @@ def train(args: Args) -> dict:
             "eval_returns": eval_returns, "agent": agent}
 
 
+def stop_on_ctrl_c() -> list:
+    """From now on Ctrl-C does not raise: it appends to the returned list, which `train` checks
+    after each update, so that the run stops there cleanly (logs flushed, the model saved with
+    --save-model, exit code 130). A second Ctrl-C stops at once."""
+    stop = []
+
+    def handler(signum, frame):
+        if stop:
+            raise KeyboardInterrupt
+        stop.append(signum)
+        print("Ctrl-C: stopping after this update (again: at once)", file=sys.stderr)
+
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def main(args: Args) -> None:
+    """Train, or with --eval-checkpoint evaluate a saved policy on the env it was trained on."""
+    if args.eval_checkpoint is None:
+        train(args)
+        return
+    check_args(args)
+    agent, checkpoint = load_checkpoint(args.eval_checkpoint)
+    env_id, folder = checkpoint["args"]["env_id"], os.path.dirname(args.eval_checkpoint)
+    evaluate(agent, env_id, args, args.seed, folder)
+
+
 if __name__ == "__main__":
-    cli_args = tyro.cli(Args)
-    if cli_args.eval_checkpoint is not None:
-        evaluate_checkpoint(cli_args)
-    else:
-        train(cli_args)
+    try:
+        main(tyro.cli(Args))
+    except KeyboardInterrupt:  # Ctrl-C outside the training loop, or a second one inside it
+        raise SystemExit(130) from None

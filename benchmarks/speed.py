@@ -137,14 +137,14 @@ def worker_floor_ours(task: dict) -> dict:
     normalizer = getattr(script, "Normalizer", None)
     if normalizer is not None:
         normalizer = normalizer(obs.shape[1], num_envs, 0.99, 10.0, 10.0)
-        normalizer.obs(obs)
+        normalizer.normalize_obs(obs)
     calls = task["floor_steps"] // num_envs
     start = time.perf_counter()
     for i in range(calls):
         obs, reward, terminated, truncated, _ = envs.step(actions[i % 256])
         if normalizer is not None:
-            normalizer.obs(obs)
-            normalizer.reward(reward, terminated | truncated)
+            normalizer.normalize_obs(obs)
+            normalizer.scale_reward(reward, terminated | truncated)
     return {"sps": calls * num_envs / (time.perf_counter() - start)}
 
 

@@ -163,7 +163,7 @@ def index() -> str:
     return page("pgref: annotated scripts", f"""<header><h1>pgref: the scripts, annotated</h1></header>
 <nav><p>Each page shows one script, unchanged, cut into sections: on the left the comments and the
 equations (typeset), on the right the code they explain, with the file's line numbers. Read them
-in this order; each changes one thing.</p>
+in this order; each file's introduction names what changed from the one before.</p>
 <ul>
 {items}
 </ul>

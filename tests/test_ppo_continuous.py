@@ -68,7 +68,7 @@ def test_reward_scale_is_std_of_discounted_return_reset_at_episode_end():
     rewards, dones = [1.0, 1.0, 1.0, 1.0], [False, True, False, False]
     discounted = []
     for r, d in zip(rewards, dones, strict=True):
-        scaled = normalizer.reward(np.array([r]), np.array([d]))
+        scaled = normalizer.scale_reward(np.array([r]), np.array([d]))
         discounted.append(1.0 if not discounted or dones[len(discounted) - 1] else 0.5 * discounted[-1] + 1.0)
         # the pooled variance of every R so far and the prior (mean 0, var 1, weight 1e-4)
         x, n = np.array(discounted), len(discounted) + 1e-4
@@ -80,9 +80,9 @@ def test_reward_scale_is_std_of_discounted_return_reset_at_episode_end():
 
 def test_observation_normalisation_and_clip():
     normalizer = ppo.Normalizer(obs_dim=2, num_envs=2, gamma=0.99, clip_obs=1.5, clip_reward=10)
-    out = normalizer.obs(np.array([[0.0, 10.0], [2.0, 30.0]]))  # mean (1, 20), std (1, 10)
+    out = normalizer.normalize_obs(np.array([[0.0, 10.0], [2.0, 30.0]]))  # mean (1, 20), std (1, 10)
     np.testing.assert_allclose(out, [[-1.0, -1.0], [1.0, 1.0]], rtol=1e-3)
-    frozen = normalizer.obs(np.array([[100.0, 20.0]]), update=False)
+    frozen = normalizer.normalize_obs(np.array([[100.0, 20.0]]), update=False)
     np.testing.assert_allclose(frozen, [[1.5, 0.0]], atol=1e-3)  # clipped to ±1.5
     np.testing.assert_allclose(normalizer.obs_rms.mean, [1.0, 20.0], rtol=1e-3)  # unchanged when frozen
 
@@ -120,7 +120,7 @@ def test_rollout_bootstraps_truncation_with_normalised_final_observation(monkeyp
     """Inside a real training run: at a time-limit truncation, V(s_{t+1}) handed to GAE is the
     critic's value of the real final observation (t = L), normalised with the running statistics;
     elsewhere it is the value of the next stored observation; nothing counts as terminated."""
-    final_obs_seen, seen, real_gae, real_obs = [], [], ppo.compute_gae, ppo.Normalizer.obs
+    final_obs_seen, seen, real_gae, real_obs = [], [], ppo.compute_gae, ppo.Normalizer.normalize_obs
     agents = []
 
     class RecordingAgent(ppo.Agent):
@@ -141,7 +141,7 @@ def test_rollout_bootstraps_truncation_with_normalised_final_observation(monkeyp
         return real_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda)
 
     monkeypatch.setattr(ppo, "Agent", RecordingAgent)
-    monkeypatch.setattr(ppo.Normalizer, "obs", recording_obs)
+    monkeypatch.setattr(ppo.Normalizer, "normalize_obs", recording_obs)
     monkeypatch.setattr(ppo, "compute_gae", spy_gae)
     ppo.train(short_args(ppo, log_dir, env_id="TickContinuous-v0", num_envs=2, num_steps=12, num_minibatches=2,
                          total_timesteps=24))
@@ -164,16 +164,16 @@ def test_checkpoint_restores_policy_and_normalisation(log_dir):
     path = os.path.join(result["run_dir"], "model.pt")
     checkpoint = torch.load(path, weights_only=True)
     assert checkpoint["args"]["env_id"] == "Pendulum-v1" and checkpoint["normalizer"]["obs_count"] > 2048
-    agent, normalizer, _ = ppo.load_checkpoint(path, torch.device("cpu"))
+    agent, normalizer, _ = ppo.load_checkpoint(path)
     live_agent, live_normalizer = result["agent"], result["normalizer"]
     raw = np.random.default_rng(0).normal(size=(32, 3)) * 3
-    act = lambda a, n: a.actor(torch.as_tensor(n.obs(raw, update=False), dtype=torch.float32))  # noqa: E731
+    act = lambda a, n: a.actor(torch.as_tensor(n.normalize_obs(raw, update=False), dtype=torch.float32))  # noqa: E731
     torch.testing.assert_close(act(agent, normalizer), act(live_agent, live_normalizer))
     assert not torch.allclose(act(agent, normalizer), agent.actor(torch.as_tensor(raw, dtype=torch.float32)))
     # the same evaluation episodes give the same returns
-    device = torch.device("cpu")
-    assert ppo.evaluate(agent, normalizer, "Pendulum-v1", 2, 7, device) == ppo.evaluate(
-        live_agent, live_normalizer, "Pendulum-v1", 2, 7, device)
+    eval_args = ppo.Args(eval_episodes=2)
+    assert ppo.evaluate(agent, normalizer, "Pendulum-v1", eval_args, 7, log_dir) == ppo.evaluate(
+        live_agent, live_normalizer, "Pendulum-v1", eval_args, 7, log_dir)
     cli = run_script("ppo_continuous.py", "--eval-checkpoint", path, "--eval-episodes", "1", "--capture-video")
     assert cli.returncode == 0, cli.stderr
     assert "Pendulum-v1: mean return" in cli.stdout

@@ -154,7 +154,7 @@ def test_box_actions_run_and_checkpoint_round_trips(module, log_dir):
     result = module.train(short_args(module, log_dir, env_id="Pendulum-v1", save_model=True, eval_episodes=1))
     assert np.isfinite(result["eval_returns"]).all() and len(result["episodic_returns"]) >= 1
     path = os.path.join(result["run_dir"], "model.pt")
-    loaded, checkpoint = module.load_checkpoint(path, torch.device("cpu"))
+    loaded, checkpoint = module.load_checkpoint(path)
     assert checkpoint["continuous"] and checkpoint["args"]["env_id"] == "Pendulum-v1"
     obs = torch.randn(8, 3)
     torch.testing.assert_close(loaded.actor(obs), result["agent"].actor(obs))
