@@ -312,20 +312,6 @@ class Normalizer:
         scaled = reward / np.sqrt(self.return_rms.var + 1e-8)
         return np.clip(scaled, -self.clip_reward, self.clip_reward)
 
-    def state_dict(self) -> dict:
-        obs, ret = self.obs_rms, self.return_rms
-        return {"obs_mean": torch.tensor(obs.mean), "obs_var": torch.tensor(obs.var),
-                "obs_count": obs.count, "return_mean": torch.tensor(ret.mean),
-                "return_var": torch.tensor(ret.var), "return_count": ret.count,
-                "discounted_return": torch.tensor(self.discounted_return)}
-
-    def load_state_dict(self, state: dict) -> None:
-        obs, ret = self.obs_rms, self.return_rms
-        obs.mean, obs.var = state["obs_mean"].numpy(), state["obs_var"].numpy()
-        obs.count = state["obs_count"]
-        ret.mean, ret.var = state["return_mean"].numpy(), state["return_var"].numpy()
-        ret.count = state["return_count"]
-        self.discounted_return = state["discounted_return"].numpy()
 
 
 def train(args: Args) -> dict:
@@ -523,7 +509,8 @@ def check_args(args: Args) -> None:
             fail(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
         return
     if args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one batch, {batch_size} steps")
+        fail(f"--total-timesteps {args.total_timesteps} is less than one batch "
+             f"({batch_size} steps)")
     if args.env_id not in gym.registry:
         close = ", ".join(difflib.get_close_matches(args.env_id, gym.registry))
         fail(f"unknown --env-id {args.env_id!r}" + (f"; did you mean {close}?" if close else ""))
@@ -576,8 +563,21 @@ def load_checkpoint(path: str) -> tuple[Agent, Normalizer, dict]:
     args = checkpoint["args"]
     normalizer = Normalizer(checkpoint["obs_dim"], args["num_envs"], args["gamma"],
                             args["clip_obs"], args["clip_reward"])
-    normalizer.load_state_dict(checkpoint["normalizer"])
+    state, obs, ret = checkpoint["normalizer"], normalizer.obs_rms, normalizer.return_rms
+    obs.mean, obs.var = state["obs_mean"].numpy(), state["obs_var"].numpy()
+    ret.mean, ret.var = state["return_mean"].numpy(), state["return_var"].numpy()
+    obs.count, ret.count = state["obs_count"], state["return_count"]
+    normalizer.discounted_return = state["discounted_return"].numpy()
     return agent, normalizer, checkpoint
+
+
+def normalizer_state(normalizer: Normalizer) -> dict:
+    """The normaliser's statistics, as tensors and numbers for the checkpoint."""
+    obs, ret = normalizer.obs_rms, normalizer.return_rms
+    return {"obs_mean": torch.tensor(obs.mean), "obs_var": torch.tensor(obs.var),
+            "obs_count": obs.count, "return_mean": torch.tensor(ret.mean),
+            "return_var": torch.tensor(ret.var), "return_count": ret.count,
+            "discounted_return": torch.tensor(normalizer.discounted_return)}
 
 
 def finish(args: Args, run_dir: str, writer, agent: Agent, normalizer: Normalizer, global_step: int,
@@ -592,7 +592,7 @@ def finish(args: Args, run_dir: str, writer, agent: Agent, normalizer: Normalize
         # Only tensors, numbers and strings, so `torch.load(path, weights_only=True)` reads it.
         torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
                     "obs_dim": agent.actor[0].in_features, "act_dim": agent.actor[-1].out_features,
-                    "normalizer": normalizer.state_dict()}, path)
+                    "normalizer": normalizer_state(normalizer)}, path)
         print(f"model saved to {path}")
     eval_returns = []
     if args.eval_episodes > 0 and not interrupted:

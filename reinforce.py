@@ -338,7 +338,8 @@ def check_args(args: Args) -> None:
             fail(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
         return
     if args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one batch, {batch_size} steps")
+        fail(f"--total-timesteps {args.total_timesteps} is less than one batch "
+             f"({batch_size} steps)")
     if args.env_id not in gym.registry:
         close = ", ".join(difflib.get_close_matches(args.env_id, gym.registry))
         fail(f"unknown --env-id {args.env_id!r}" + (f"; did you mean {close}?" if close else ""))

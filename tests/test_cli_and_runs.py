@@ -99,15 +99,23 @@ def test_tensorboard_logs_every_tag(script, log_dir):
     assert "hyperparameters/text_summary" in events.Tags()["tensors"]
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_ctrl_c_flushes_logs_saves_model_and_exits_cleanly(path, tmp_path):
+def start_and_wait_for_first_update(path: str, tmp_path) -> subprocess.Popen:
+    """Start a default run of `path` that saves its model; return once it printed its first line
+    (after the first update)."""
     # SIGINT as at a terminal: a test run started in the background (`pytest &`) would otherwise
-    # pass on an ignored SIGINT, and Python then never raises KeyboardInterrupt.
+    # pass on an ignored SIGINT to the script.
     proc = subprocess.Popen([sys.executable, str(ROOT / path), "--save-model", "--log-dir", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    first_line = proc.stdout.readline()  # printed after the first update
+    first_line = proc.stdout.readline()
     assert first_line.startswith("step"), first_line
+    return proc
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_ctrl_c_flushes_logs_saves_model_and_exits_cleanly(path, tmp_path):
+    """Ctrl-C lets the current update finish, then stops: logs flushed, model saved, exit 130."""
+    proc = start_and_wait_for_first_update(path, tmp_path)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
@@ -115,3 +123,14 @@ def test_ctrl_c_flushes_logs_saves_model_and_exits_cleanly(path, tmp_path):
     (run_dir,) = tmp_path.iterdir()
     assert (run_dir / "model.pt").exists()
     assert any(f.name.startswith("events.out.tfevents") and f.stat().st_size > 0 for f in run_dir.iterdir())
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_second_ctrl_c_stops_at_once(path, tmp_path):
+    """A second Ctrl-C does not wait for the update to end: exit 130 at once, no traceback."""
+    proc = start_and_wait_for_first_update(path, tmp_path)
+    proc.send_signal(signal.SIGINT)
+    next(line for line in proc.stderr if "Ctrl-C" in line)  # acknowledged (after any env warnings)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err
