@@ -359,6 +359,7 @@ def train(args: Args) -> dict:
     next_obs_np = normalizer.normalize_obs(next_obs_np)
     next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
     stop = stop_on_ctrl_c()  # a Ctrl-C ends the loop after the current update (see below `train`)
+    guard = Guard(args, run_dir, writer, agent, normalizer)  # stops the run on NaN or inf
     for iteration in range(1, num_iterations + 1):
         if args.anneal_lr:  # α_k = α (1 − (k − 1)/K) in iteration k of K
             frac = 1.0 - (iteration - 1.0) / num_iterations
@@ -375,6 +376,7 @@ def train(args: Args) -> dict:
             # keeps the sample itself, because log π(a|s) is its density (continuous detail 5).
             env_action = np.clip(action.cpu().numpy(), action_low, action_high)
             next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
+            guard.check_env(next_obs_np, reward, infos, global_step)
             scaled_reward = normalizer.scale_reward(reward, terminated | truncated)
             rewards[step] = torch.as_tensor(scaled_reward, device=device)
             terminations[step] = torch.as_tensor(terminated, device=device)
@@ -448,9 +450,11 @@ def train(args: Args) -> dict:
                 break
 
         # --- log: every loss is the mean over all minibatches of this update ---
-        for key in update_stats[0]:
-            mean = torch.stack([s[key] for s in update_stats]).mean().item()
-            writer.add_scalar(f"losses/{key}", mean, global_step)
+        losses = {key: torch.stack([s[key] for s in update_stats]).mean().item()
+                  for key in update_stats[0]}
+        guard.check_update(losses, iteration, global_step)
+        for key, value in losses.items():
+            writer.add_scalar(f"losses/{key}", value, global_step)
         # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
@@ -580,6 +584,17 @@ def normalizer_state(normalizer: Normalizer) -> dict:
             "discounted_return": torch.tensor(normalizer.discounted_return)}
 
 
+def save_checkpoint(args: Args, run_dir: str, agent: Agent, global_step: int,
+                    normalizer: Normalizer) -> str:
+    path = os.path.join(run_dir, "model.pt")
+    # Only tensors, numbers and strings, so `torch.load(path, weights_only=True)` reads it.
+    torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
+                "obs_dim": agent.actor[0].in_features, "act_dim": agent.actor[-1].out_features,
+                "normalizer": normalizer_state(normalizer)}, path)
+    print(f"model saved to {path}")
+    return path
+
+
 def finish(args: Args, run_dir: str, writer, agent: Agent, normalizer: Normalizer, global_step: int,
            episodic_returns, interrupted: bool) -> dict:
     """After training, or after a Ctrl-C: save the model, evaluate it (unless interrupted), close
@@ -588,12 +603,7 @@ def finish(args: Args, run_dir: str, writer, agent: Agent, normalizer: Normalize
     if interrupted:
         print(f"interrupted at step {global_step:,}; logs flushed to {run_dir}", file=sys.stderr)
     if args.save_model:
-        path = os.path.join(run_dir, "model.pt")
-        # Only tensors, numbers and strings, so `torch.load(path, weights_only=True)` reads it.
-        torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
-                    "obs_dim": agent.actor[0].in_features, "act_dim": agent.actor[-1].out_features,
-                    "normalizer": normalizer_state(normalizer)}, path)
-        print(f"model saved to {path}")
+        save_checkpoint(args, run_dir, agent, global_step, normalizer)
     eval_returns = []
     if args.eval_episodes > 0 and not interrupted:
         # Seeds the training envs never used, so the evaluation starts from unseen initial states.
@@ -621,6 +631,66 @@ def stop_on_ctrl_c() -> list:
 
     signal.signal(signal.SIGINT, handler)
     return stop
+
+
+class Guard:
+    """Stops a run whose numbers stopped making sense with one line that says why, instead of a
+    traceback far from the cause or a silently ruined run.
+
+    - After every env step, before anything is stored, normalised or logged: NaN or inf in an
+      observation, a reward or a final observation is the environment's fault.
+    - After every update: NaN or inf in a loss or a weight means training diverged. The weights
+      from before that update are put back, and saved with --save-model.
+    - An update that moves the policy absurdly far (approx-KL above 1, where 0.01 to 0.05 is
+      usual) gets one warning: the run goes on, but it has probably collapsed.
+    """
+
+    def __init__(self, args: Args, run_dir: str, writer: SummaryWriter, agent: Agent,
+                 normalizer: Normalizer):
+        self.args, self.run_dir, self.writer, self.agent = args, run_dir, writer, agent
+        self.normalizer = normalizer
+        self.last_finite, self.warned = nn.utils.parameters_to_vector(agent.parameters()), False
+
+    def check_env(self, obs: np.ndarray, reward: np.ndarray, infos: dict, global_step: int):
+        # Runs at every step, so the usual case is one cheap test: a sum is finite only if all
+        # its terms are (or it overflowed, which the full test below sorts out).
+        if math.isfinite(obs.sum() + reward.sum()) and "final_obs" not in infos:
+            return
+        final_obs = infos["final_obs"][infos["_final_obs"]] if "final_obs" in infos else []
+        what = ("observation" if not np.isfinite(obs).all() else
+                "reward" if not np.isfinite(reward).all() else
+                "final observation" if not all(np.isfinite(o).all() for o in final_obs) else None)
+        if what:
+            self.stop(f"{self.args.env_id} returned a non-finite {what} (NaN or inf) at step "
+                      f"{global_step:,}; the environment needs fixing", global_step, "the model is")
+
+    def check_update(self, losses: dict, iteration: int, global_step: int) -> None:
+        bad = ", ".join(name for name, value in losses.items() if not np.isfinite(value))
+        weights = nn.utils.parameters_to_vector(self.agent.parameters())  # a copy, (n_weights,)
+        if not torch.isfinite(weights).all():
+            bad = "the weights"
+        if bad:
+            nn.utils.vector_to_parameters(self.last_finite, self.agent.parameters())
+            self.stop(f"{bad} became NaN or inf in update {iteration} (step "
+                      f"{global_step:,}); usual causes: a learning rate or --max-grad-norm too "
+                      "large, or rewards of extreme scale", global_step,
+                      "the weights from before that update are")
+        self.last_finite = weights
+        if losses.get("approx_kl", 0) > 1 and not self.warned:
+            self.warned = True
+            print(f"ppo_continuous.py: warning: update {iteration} moved the policy far from the "
+                  f"one that collected the data (approx-KL {losses['approx_kl']:.3g}, where 0.01 "
+                  "to 0.05 is usual); the learning rate is probably too large", file=sys.stderr)
+
+    def stop(self, message: str, global_step: int, saved: str):
+        """Flush the logs, save the (finite) model with --save-model, exit with code 1."""
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if self.args.save_model:
+            path = save_checkpoint(self.args, self.run_dir, self.agent, global_step,
+                                   self.normalizer)
+            message += f"; {saved} saved in {path}"
+        self.writer.close()
+        raise SystemExit(f"ppo_continuous.py: error: {message}")
 
 
 def main(args: Args) -> None:

@@ -149,3 +149,35 @@ def gae_script(request):
 def short_args(module, log_dir: str, **overrides):
     """Args of a short run of `module` (see SHORT_RUNS), with overrides."""
     return module.Args(**{**SHORT_RUNS[module.__name__], "log_dir": log_dir, **overrides})
+
+
+class BrokenEnv(TickEnv):
+    """TickEnv (never ends on its own) whose observation or reward turns NaN from step `after`
+    of its life on, as a custom environment with a bug would."""
+
+    def __init__(self, continuous: bool = False, broken: str = "observation", after: int = 300):
+        super().__init__(continuous)
+        self.broken, self.after, self.steps = broken, after, 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.steps += 1
+        if self.steps >= self.after:
+            obs, reward = (obs * np.nan, reward) if self.broken == "observation" else (obs, np.nan)
+        return obs, reward, terminated, truncated, info
+
+
+class HugeRewardEnv(TickEnv):
+    """TickEnv whose reward is 1e37 at every step: finite, but its discounted sum overflows the
+    float32 of the rollout storage, as a reward of extreme scale would."""
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, 1e37, terminated, truncated, info
+
+
+for _kind in ("Discrete", "Continuous"):
+    for _broken in ("observation", "reward"):
+        gym.register(f"NaN{_broken.title()}{_kind}-v0", entry_point=BrokenEnv, max_episode_steps=50,
+                     kwargs={"continuous": _kind == "Continuous", "broken": _broken})
+gym.register("HugeRewardDiscrete-v0", entry_point=HugeRewardEnv, max_episode_steps=50)
