@@ -475,7 +475,7 @@ def train(args: Args) -> dict:
                   bool(stop))
 
 
-# --- tooling: input checks, evaluation, checkpoints, Ctrl-C, the command line ---
+# --- tooling: input checks, evaluation, checkpoints, Ctrl-C, guard rails, the command line ---
 # Nothing below is part of the learning algorithm: a first reading can stop here.
 
 

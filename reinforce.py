@@ -313,7 +313,7 @@ def train(args: Args) -> dict:
     return finish(args, run_dir, writer, agent, global_step, episodic_returns, bool(stop))
 
 
-# --- tooling: input checks, evaluation, checkpoints, Ctrl-C, the command line ---
+# --- tooling: input checks, evaluation, checkpoints, Ctrl-C, guard rails, the command line ---
 # Nothing below is part of the learning algorithm: a first reading can stop here.
 
 
