@@ -51,13 +51,18 @@ def test_a_non_finite_env_output_stops_the_run_with_one_line(name, broken, log_d
     at that step, naming the env and what was broken, before the value reaches the storage, the
     normaliser or TensorBoard."""
     module = _module(name)
-    logged = []
-    real_add_scalar = torch.utils.tensorboard.SummaryWriter.add_scalar
-    monkeypatch.setattr(torch.utils.tensorboard.SummaryWriter, "add_scalar",
-                        lambda self, tag, value, *a, **k: (logged.append(value), real_add_scalar(self, tag, value, *a, **k)))
+    logged, real_add_scalar = [], torch.utils.tensorboard.SummaryWriter.add_scalar
+
+    def recording_add_scalar(self, tag, value, *args, **kwargs):
+        logged.append(value)
+        return real_add_scalar(self, tag, value, *args, **kwargs)
+
+    monkeypatch.setattr(torch.utils.tensorboard.SummaryWriter, "add_scalar", recording_add_scalar)
     env_id = f"NaN{broken.title()}{BROKEN_ENV_KIND[name]}-v0"
     message, run_dir = stopped_run(module, log_dir, env_id=env_id, total_timesteps=8192)
-    # Step 300 of each env's life ends its 6th episode: a broken observation is the final one.
+    # All envs step together, so the run sees step 300 of their lives at step 300 × N. Where the
+    # envs run on (not reinforce.py), that step ends their 6th episode of 50 steps: a broken
+    # observation then arrives as the final observation, which is checked too.
     num_envs = short_args(module, log_dir).num_envs
     assert env_id in message and broken in message and f"at step {300 * num_envs:,}" in message
     assert all(math.isfinite(v) for v in logged)  # nothing non-finite reached TensorBoard
