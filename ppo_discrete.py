@@ -53,7 +53,8 @@ class Args:
     seed: int = 1
     """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     cuda: bool = False
-    """train on a GPU if one is present; for these 64-unit networks the CPU is usually as fast"""
+    """train on the GPU (an error if torch finds none); for networks this small the CPU is often
+    as fast"""
     num_threads: int = 1
     """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
     log_dir: str = "runs"
@@ -63,13 +64,20 @@ class Args:
     save_model: bool = False
     """save the policy to <run>/model.pt at the end of training, or when interrupted with Ctrl-C"""
     eval_episodes: int = 10
-    """greedy episodes played after training (0 to skip); their mean return is printed and logged"""
+    """greedy episodes played after training (0 to skip); their mean return is printed and logged.
+    An env without a time limit has its episodes cut at 10,000 steps"""
     eval_checkpoint: str | None = None
     """instead of training, load this model.pt and evaluate it for --eval-episodes episodes"""
+    eval_seed: int | None = None
+    """seed of the evaluation; by default the training --seed + 10,000 (seeds the training envs
+    never used), also with --eval-checkpoint, which so repeats the evaluation after training"""
 
     # --- algorithm ---
     env_id: str = "CartPole-v1"
-    """Gymnasium id of an environment with a Discrete action space and a flat Box observation"""
+    """Gymnasium id of an env with Discrete actions and flat Box observations; module:EnvId
+    imports module first, which registers an env of your own (README, "Your own environment")"""
+    hidden_size: int = 64
+    """units in each of the two tanh hidden layers of the actor and of the critic"""
     total_timesteps: int = 500_000
     """environment steps to train for, summed over all envs"""
     learning_rate: float = 2.5e-4
@@ -104,14 +112,21 @@ class Args:
     """stop an update's epochs once an epoch's mean approx-KL exceeds it; typical 0.01 to 0.05"""
 
 
-def make_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+def make_env(env_id: str, **kwargs) -> gym.Env:
+    """The one place where an environment is made: training, evaluation and the input checks
+    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
+    (README, "Your own environment"). Evaluation passes render_mode for videos."""
+    return gym.make(env_id, **kwargs)
+
+
+def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
     # the step that ends an episode already returns the first observation of the next one, and
     # the real last observation is in infos["final_obs"]. So every stored transition is real (the
     # default NEXT_STEP mode would spend one action per episode on a reset), and the final
     # observation is at hand to bootstrap a truncated episode.
-    return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
-                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    return gym.vector.SyncVectorEnv([lambda: make_env(env_id) for _ in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
@@ -122,22 +137,23 @@ def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
     return layer
 
 
-def mlp(in_dim: int, out_dim: int, out_std: float) -> nn.Sequential:
+def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Sequential:
     return nn.Sequential(
-        layer_init(nn.Linear(in_dim, 64)), nn.Tanh(),
-        layer_init(nn.Linear(64, 64)), nn.Tanh(),
-        layer_init(nn.Linear(64, out_dim), std=out_std),
+        layer_init(nn.Linear(in_dim, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, out_dim), std=out_std),
     )
 
 
 class Agent(nn.Module):
-    """Separate actor π_θ(a|s) and critic V_φ(s), each a 64-64 tanh MLP (core detail 13:
-    separate networks work better than a shared trunk on classic control)."""
+    """Separate actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of
+    --hidden-size units, 64 by default (core detail 13: separate networks work better than a
+    shared trunk on classic control)."""
 
-    def __init__(self, obs_dim: int, n_actions: int):
+    def __init__(self, obs_dim: int, n_actions: int, hidden_size: int = 64):
         super().__init__()
-        self.critic = mlp(obs_dim, 1, out_std=1.0)
-        self.actor = mlp(obs_dim, n_actions, out_std=0.01)
+        self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
+        self.actor = mlp(obs_dim, hidden_size, n_actions, out_std=0.01)
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
@@ -246,7 +262,8 @@ def train(args: Args) -> dict:
     batch_size = args.num_envs * args.num_steps
     minibatch_size = batch_size // args.num_minibatches
     num_iterations = args.total_timesteps // batch_size
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    env_name = args.env_id.rpartition(":")[2]  # without the module of module:EnvId
+    run_name = f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = os.path.join(args.log_dir, run_name)
     writer = SummaryWriter(run_dir)
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
@@ -257,11 +274,11 @@ def train(args: Args) -> dict:
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+    device = torch.device("cuda" if args.cuda else "cpu")
 
-    envs = make_env(args.env_id, args.num_envs)
+    envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim = envs.single_observation_space.shape[0]
-    agent = Agent(obs_dim, int(envs.single_action_space.n)).to(device)
+    agent = Agent(obs_dim, int(envs.single_action_space.n), args.hidden_size).to(device)
     # Adam with ε = 1e-5 instead of 1e-8 (core detail 3); the fused kernel is fastest on a CPU.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
@@ -392,12 +409,17 @@ def train(args: Args) -> dict:
 # Nothing below is part of the learning algorithm: a first reading can stop here.
 
 
+def fail(message: str):
+    """Stop with a one-line error (exit code 1)."""
+    raise SystemExit(f"ppo_discrete.py: error: {message}")
+
+
 def check_args(args: Args) -> None:
     """Reject a bad setup with a one-line message, before anything is built or trained."""
-
-    def fail(message: str):
-        raise SystemExit(f"ppo_discrete.py: error: {message}")
-
+    if tuple(int(part) for part in gym.__version__.split(".")[:2]) < (1, 1):  # AutoresetMode
+        fail(f"needs gymnasium 1.1 or newer, found {gym.__version__}: pip install -U gymnasium")
+    if args.cuda and not torch.cuda.is_available():
+        fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     integers = {"--total-timesteps": args.total_timesteps, "--num-envs": args.num_envs,
                 "--num-steps": args.num_steps, "--num-minibatches": args.num_minibatches,
                 "--update-epochs": args.update_epochs, "--num-threads": args.num_threads}
@@ -427,26 +449,63 @@ def check_args(args: Args) -> None:
     if args.total_timesteps < batch_size:
         fail(f"--total-timesteps {args.total_timesteps} is less than one batch "
              f"({batch_size} steps)")
-    if args.env_id not in gym.registry:
-        close = ", ".join(difflib.get_close_matches(args.env_id, gym.registry))
-        fail(f"unknown --env-id {args.env_id!r}" + (f"; did you mean {close}?" if close else ""))
-    env = gym.make(args.env_id)
+    env = make_env_or_fail(args.env_id, "--env-id")
     env.close()
     if isinstance(env.action_space, gym.spaces.Box):
         fail(f"{args.env_id} has continuous (Box) actions; use ppo_continuous.py")
     if not isinstance(env.action_space, gym.spaces.Discrete):
         fail(f"{args.env_id} has a {type(env.action_space).__name__} action space; "
              "ppo_discrete.py supports Discrete only")
+    if env.action_space.start != 0:
+        start, n = int(env.action_space.start), int(env.action_space.n)
+        fail(f"{args.env_id} numbers its actions from {start}, the policy from 0: in make_env, "
+             f"wrap the env in gym.wrappers.TransformAction(env, lambda a: a + {start}, "
+             f"gym.spaces.Discrete({n}))")
     observation_space = env.observation_space
     if not (isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1):
         fail(f"{args.env_id} has observations {observation_space}; the script needs a flat Box")
 
 
+def make_env_or_fail(env_id: str, source: str) -> gym.Env:
+    """make_env(env_id), or a one-line error that says why the env cannot be made here. `source`
+    says where the id came from."""
+    module, _, name = env_id.rpartition(":")
+    try:
+        return make_env(env_id)  # imports `module` first, if the id names one
+    except gym.error.UnregisteredEnv:
+        close = ", ".join(difflib.get_close_matches(name, gym.registry))
+        hint = (f"importing {module} did not register {name}" if module else
+                f"did you mean {close}?" if close else
+                "give it as module:EnvId, with the module that registers it")
+        fail(f"unknown env {env_id!r} ({source}); {hint}")
+    except ModuleNotFoundError as error:
+        fail(f"cannot make env {env_id!r} ({source}): {str(error).rstrip('.')}; a module of "
+             "your own must lie beside the script or on PYTHONPATH")
+    except gym.error.Error as error:  # e.g. a missing extra: pip install "gymnasium[box2d]"
+        fail(f"cannot make env {env_id!r} ({source}): {error}")
+
+
+def importable_env_id(env_id: str) -> str:
+    """The env id as a fresh process can make it: 'module:EnvId' for an env registered outside
+    Gymnasium, with the module of its class (importing it registers the env, as a rule)."""
+    if ":" in env_id or env_id not in gym.registry:
+        return env_id  # it names its module already, or is a short form such as "CartPole"
+    entry_point = gym.registry[env_id].entry_point
+    module = (entry_point.partition(":")[0] if isinstance(entry_point, str)
+              else getattr(entry_point, "__module__", ""))
+    if module.partition(".")[0] in ("", "gymnasium", "__main__"):
+        return env_id  # Gymnasium's own, or a class no other process can import
+    return f"{module}:{env_id}"
+
+
 def evaluate(agent: Agent, env_id: str, args: Args, seed: int, folder: str) -> list[float]:
     """Play --eval-episodes episodes on the CPU with the greedy action argmax_a π(a|s), filmed
     into <folder>/videos with --capture-video; print and return their returns. The seed of the
-    first reset fixes the whole sequence of episodes."""
-    env = gym.make(env_id, render_mode="rgb_array" if args.capture_video else None)
+    first reset fixes the whole sequence of episodes. An env without a time limit gets one of
+    10,000 steps, so that no episode runs for ever."""
+    env = make_env(env_id, render_mode="rgb_array") if args.capture_video else make_env(env_id)
+    if env.spec is None or env.spec.max_episode_steps is None:  # never an endless episode
+        env = gym.wrappers.TimeLimit(env, 10_000)
     if args.capture_video:
         env = gym.wrappers.RecordVideo(env, os.path.join(folder, "videos"), lambda _: True,
                                        disable_logger=True)
@@ -469,8 +528,13 @@ def evaluate(agent: Agent, env_id: str, args: Args, seed: int, folder: str) -> l
 
 def load_checkpoint(path: str) -> tuple[Agent, dict]:
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    agent = Agent(checkpoint["obs_dim"], checkpoint["n_actions"])
-    agent.load_state_dict(checkpoint["model"])
+    hidden_size = checkpoint["args"].get("hidden_size", 64)  # saved before the flag existed: 64
+    agent = Agent(checkpoint["obs_dim"], checkpoint["n_actions"], hidden_size)
+    try:
+        agent.load_state_dict(checkpoint["model"])
+    except RuntimeError as error:  # `Agent` was edited since: other layers or other shapes
+        fail(f"{path} does not fit the networks this file defines "
+             f"({str(error).splitlines()[-1].strip()}); evaluate it with the script that saved it")
     return agent, checkpoint
 
 
@@ -478,6 +542,7 @@ def save_checkpoint(args: Args, run_dir: str, agent: Agent, global_step: int) ->
     path = os.path.join(run_dir, "model.pt")
     # Only tensors, numbers and strings, so `torch.load(path, weights_only=True)` reads it.
     torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
+                "env_id": importable_env_id(args.env_id),  # as --eval-checkpoint makes the env
                 "obs_dim": agent.actor[0].in_features, "n_actions": agent.actor[-1].out_features},
                path)
     print(f"model saved to {path}")
@@ -489,18 +554,22 @@ def finish(args: Args, run_dir: str, writer, agent: Agent, global_step: int, epi
     """After training, or after a Ctrl-C: save the model, evaluate it (unless interrupted), close
     the logs; return a summary of the run."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises KeyboardInterrupt
-    if interrupted:
-        print(f"interrupted at step {global_step:,}; logs flushed to {run_dir}", file=sys.stderr)
     if args.save_model:
         save_checkpoint(args, run_dir, agent, global_step)
-    eval_returns = []
+    eval_returns, when = [], f"at step {global_step:,}"
     if args.eval_episodes > 0 and not interrupted:
-        # Seeds the training envs never used, so the evaluation starts from unseen initial states.
-        eval_returns = evaluate(agent, args.env_id, args, args.seed + 10_000, run_dir)
+        # By default seeds the training envs never used, so the evaluation starts from unseen
+        # initial states; `main` uses the same seed for --eval-checkpoint.
+        seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
+        try:
+            eval_returns = evaluate(agent, args.env_id, args, seed, run_dir)
+        except KeyboardInterrupt:  # Ctrl-C during the evaluation: it ends, the rest is kept
+            interrupted, when = True, "during the evaluation"
         for i, r in enumerate(eval_returns):
             writer.add_scalar("eval/episodic_return", r, i)
     writer.close()
     if interrupted:
+        print(f"interrupted {when}; logs flushed to {run_dir}", file=sys.stderr)
         raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"
     return {"run_dir": run_dir, "global_step": global_step, "episodic_returns": episodic_returns,
             "eval_returns": eval_returns, "agent": agent}
@@ -532,13 +601,25 @@ class Guard:
       from before that update are put back, and saved with --save-model.
     - An update that moves the policy absurdly far (approx-KL above 1, where 0.01 to 0.05 is
       usual) gets one warning: the run goes on, but it has probably collapsed.
+    - No episode ended in `endless` steps: one warning, which names the likely cause (an env
+      without a time limit).
     """
+
+    endless = 100_000  # steps without an episode's end that earn the warning
 
     def __init__(self, args: Args, run_dir: str, writer: SummaryWriter, agent: Agent):
         self.args, self.run_dir, self.writer, self.agent = args, run_dir, writer, agent
         self.last_finite, self.warned = nn.utils.parameters_to_vector(agent.parameters()), False
+        self.last_end, self.warned_endless = 0, False  # the step of the last episode's end
 
     def check_env(self, obs: np.ndarray, reward: np.ndarray, infos: dict, global_step: int):
+        if "final_obs" in infos:  # an episode ended (SAME_STEP autoreset, see `make_vec_env`)
+            self.last_end = global_step
+        elif global_step - self.last_end >= self.endless and not self.warned_endless:
+            self.warned_endless = True
+            print(f"ppo_discrete.py: warning: no episode has ended in {self.endless:,} steps; if "
+                  f"{self.args.env_id} has no time limit, give it one, e.g. "
+                  "gym.make(env_id, max_episode_steps=1000) in make_env", file=sys.stderr)
         # Runs at every step, so the usual case is one cheap test: a sum is finite only if all
         # its terms are (or it overflowed, which the full test below sorts out).
         if math.isfinite(obs.sum() + reward.sum()) and "final_obs" not in infos:
@@ -586,8 +667,12 @@ def main(args: Args) -> None:
         return
     check_args(args)
     agent, checkpoint = load_checkpoint(args.eval_checkpoint)
-    env_id, folder = checkpoint["args"]["env_id"], os.path.dirname(args.eval_checkpoint)
-    evaluate(agent, env_id, args, args.seed, folder)
+    # The id with the module that registers the env; a checkpoint saved before that has none.
+    env_id = checkpoint.get("env_id", checkpoint["args"]["env_id"])
+    make_env_or_fail(env_id, f"saved in {args.eval_checkpoint}").close()
+    # The seed of the evaluation after training, so that the same model gives the same numbers.
+    seed = checkpoint["args"]["seed"] + 10_000 if args.eval_seed is None else args.eval_seed
+    evaluate(agent, env_id, args, seed, os.path.dirname(args.eval_checkpoint))
 
 
 if __name__ == "__main__":

@@ -55,7 +55,8 @@ class Args:
     seed: int = 1
     """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     cuda: bool = False
-    """train on a GPU if one is present; for these 64-unit networks the CPU is usually as fast"""
+    """train on the GPU (an error if torch finds none); for networks this small the CPU is often
+    as fast"""
     num_threads: int = 1
     """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
     log_dir: str = "runs"
@@ -65,13 +66,20 @@ class Args:
     save_model: bool = False
     """save the policy to <run>/model.pt at the end of training, or when interrupted with Ctrl-C"""
     eval_episodes: int = 10
-    """deterministic episodes (most likely / mean action) played after training (0 to skip)"""
+    """deterministic episodes (most likely / mean action) played after training (0 to skip). An
+    env without a time limit has its episodes cut at 10,000 steps"""
     eval_checkpoint: str | None = None
     """instead of training, load this model.pt and evaluate it for --eval-episodes episodes"""
+    eval_seed: int | None = None
+    """seed of the evaluation; by default the training --seed + 10,000 (seeds the training envs
+    never used), also with --eval-checkpoint, which so repeats the evaluation after training"""
 
     # --- algorithm ---
     env_id: str = "CartPole-v1"
-    """Gymnasium id of an environment with Discrete or Box actions and a flat Box observation"""
+    """Gymnasium id of an env with Discrete or Box actions and flat Box observations; the form
+    module:EnvId imports module first, which registers an env of your own (README)"""
+    hidden_size: int = 64
+    """units in each of the two tanh hidden layers of the actor and of the critic"""
     total_timesteps: int = 2_000_000
     """environment steps to train for, summed over all envs (CartPole-v1 needs ~1.5M)"""
     learning_rate: float = 3e-4
@@ -90,14 +98,21 @@ class Args:
     """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
 
 
-def make_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+def make_env(env_id: str, **kwargs) -> gym.Env:
+    """The one place where an environment is made: training, evaluation and the input checks
+    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
+    (README, "Your own environment"). Evaluation passes render_mode for videos."""
+    return gym.make(env_id, **kwargs)
+
+
+def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
     # the step that ends an episode already returns the first observation of the next one, and
     # the real last observation is in infos["final_obs"]. So every stored transition is real (the
     # default NEXT_STEP mode would spend one action per episode on a reset), and the final
     # observation is at hand to bootstrap a truncated episode.
-    return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
-                        vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+    return gym.vector.SyncVectorEnv([lambda: make_env(env_id) for _ in range(num_envs)],
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
@@ -109,24 +124,25 @@ def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
     return layer
 
 
-def mlp(in_dim: int, out_dim: int, out_std: float) -> nn.Sequential:
+def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Sequential:
     return nn.Sequential(
-        layer_init(nn.Linear(in_dim, 64)), nn.Tanh(),
-        layer_init(nn.Linear(64, 64)), nn.Tanh(),
-        layer_init(nn.Linear(64, out_dim), std=out_std),
+        layer_init(nn.Linear(in_dim, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, out_dim), std=out_std),
     )
 
 
 class Agent(nn.Module):
-    """Actor π_θ(a|s) and critic V_φ(s), each a 64-64 tanh MLP. The actor's output is the logits
-    of a Categorical (Discrete actions) or the mean of a diagonal Gaussian (Box actions), whose
-    log-std is a learned vector that does not depend on the state."""
+    """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
+    units (64 by default). The actor's output is the logits of a Categorical (Discrete actions)
+    or the mean of a diagonal Gaussian (Box actions), whose log-std is a learned vector that
+    does not depend on the state."""
 
-    def __init__(self, obs_dim: int, act_dim: int, continuous: bool):
+    def __init__(self, obs_dim: int, act_dim: int, continuous: bool, hidden_size: int = 64):
         super().__init__()
         self.continuous = continuous
-        self.critic = mlp(obs_dim, 1, out_std=1.0)
-        self.actor = mlp(obs_dim, act_dim, out_std=0.01)
+        self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
+        self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if continuous:
             # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up. ppo_continuous.py starts
             # at CleanRL's σ = 1 instead: each script keeps the value of the code whose published
@@ -221,7 +237,8 @@ def train(args: Args) -> dict:
     check_args(args)
     batch_size = args.num_envs * args.num_steps
     num_iterations = args.total_timesteps // batch_size
-    run_name = f"{args.env_id}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    env_name = args.env_id.rpartition(":")[2]  # without the module of module:EnvId
+    run_name = f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = os.path.join(args.log_dir, run_name)
     writer = SummaryWriter(run_dir)
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
@@ -232,15 +249,15 @@ def train(args: Args) -> dict:
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
+    device = torch.device("cuda" if args.cuda else "cpu")
 
-    envs = make_env(args.env_id, args.num_envs)
+    envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     # The one place where the action space decides the policy head: Gaussian for Box, else
     # Categorical.
     continuous = isinstance(action_space, gym.spaces.Box)
     act_dim = action_space.shape[0] if continuous else int(action_space.n)
-    agent = Agent(obs_dim, act_dim, continuous).to(device)
+    agent = Agent(obs_dim, act_dim, continuous, args.hidden_size).to(device)
     # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
     # step counts. Adam's ε = 1e-5 as in the PPO scripts; the fused kernel is fastest on a CPU.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
@@ -376,12 +393,17 @@ def train(args: Args) -> dict:
 # Nothing below is part of the learning algorithm: a first reading can stop here.
 
 
+def fail(message: str):
+    """Stop with a one-line error (exit code 1)."""
+    raise SystemExit(f"vpg.py: error: {message}")
+
+
 def check_args(args: Args) -> None:
     """Reject a bad setup with a one-line message, before anything is built or trained."""
-
-    def fail(message: str):
-        raise SystemExit(f"vpg.py: error: {message}")
-
+    if tuple(int(part) for part in gym.__version__.split(".")[:2]) < (1, 1):  # AutoresetMode
+        fail(f"needs gymnasium 1.1 or newer, found {gym.__version__}: pip install -U gymnasium")
+    if args.cuda and not torch.cuda.is_available():
+        fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     integers = {"--total-timesteps": args.total_timesteps, "--num-envs": args.num_envs,
                 "--num-steps": args.num_steps, "--vf-iters": args.vf_iters,
                 "--num-threads": args.num_threads}
@@ -407,27 +429,63 @@ def check_args(args: Args) -> None:
     if args.total_timesteps < batch_size:
         fail(f"--total-timesteps {args.total_timesteps} is less than one batch "
              f"({batch_size} steps)")
-    if args.env_id not in gym.registry:
-        close = ", ".join(difflib.get_close_matches(args.env_id, gym.registry))
-        fail(f"unknown --env-id {args.env_id!r}" + (f"; did you mean {close}?" if close else ""))
-    env = gym.make(args.env_id)
+    env = make_env_or_fail(args.env_id, "--env-id")
     env.close()
     action_space = env.action_space
     flat_box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
     if not (isinstance(action_space, gym.spaces.Discrete) or flat_box):
         fail(f"{args.env_id} has a {type(action_space).__name__} action space; "
              "vpg.py supports Discrete and flat Box")
+    if isinstance(action_space, gym.spaces.Discrete) and action_space.start != 0:
+        start, n = int(action_space.start), int(action_space.n)
+        fail(f"{args.env_id} numbers its actions from {start}, the policy from 0: in make_env, "
+             f"wrap the env in gym.wrappers.TransformAction(env, lambda a: a + {start}, "
+             f"gym.spaces.Discrete({n}))")
     observation_space = env.observation_space
     if not (isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1):
         fail(f"{args.env_id} has observations {observation_space}; the script needs a flat Box")
 
 
+def make_env_or_fail(env_id: str, source: str) -> gym.Env:
+    """make_env(env_id), or a one-line error that says why the env cannot be made here. `source`
+    says where the id came from."""
+    module, _, name = env_id.rpartition(":")
+    try:
+        return make_env(env_id)  # imports `module` first, if the id names one
+    except gym.error.UnregisteredEnv:
+        close = ", ".join(difflib.get_close_matches(name, gym.registry))
+        hint = (f"importing {module} did not register {name}" if module else
+                f"did you mean {close}?" if close else
+                "give it as module:EnvId, with the module that registers it")
+        fail(f"unknown env {env_id!r} ({source}); {hint}")
+    except ModuleNotFoundError as error:
+        fail(f"cannot make env {env_id!r} ({source}): {str(error).rstrip('.')}; a module of "
+             "your own must lie beside the script or on PYTHONPATH")
+    except gym.error.Error as error:  # e.g. a missing extra: pip install "gymnasium[box2d]"
+        fail(f"cannot make env {env_id!r} ({source}): {error}")
+
+
+def importable_env_id(env_id: str) -> str:
+    """The env id as a fresh process can make it: 'module:EnvId' for an env registered outside
+    Gymnasium, with the module of its class (importing it registers the env, as a rule)."""
+    if ":" in env_id or env_id not in gym.registry:
+        return env_id  # it names its module already, or is a short form such as "CartPole"
+    entry_point = gym.registry[env_id].entry_point
+    module = (entry_point.partition(":")[0] if isinstance(entry_point, str)
+              else getattr(entry_point, "__module__", ""))
+    if module.partition(".")[0] in ("", "gymnasium", "__main__"):
+        return env_id  # Gymnasium's own, or a class no other process can import
+    return f"{module}:{env_id}"
+
+
 def evaluate(agent: Agent, env_id: str, args: Args, seed: int, folder: str) -> list[float]:
     """Play --eval-episodes episodes on the CPU with the most likely action (Discrete) or the mean
-    action (Box), filmed
-    into <folder>/videos with --capture-video; print and return their returns. The seed of the
-    first reset fixes the whole sequence of episodes."""
-    env = gym.make(env_id, render_mode="rgb_array" if args.capture_video else None)
+    action (Box), filmed into <folder>/videos with --capture-video; print and return their
+    returns. The seed of the first reset fixes the whole sequence of episodes. An env without a
+    time limit gets one of 10,000 steps, so that no episode runs for ever."""
+    env = make_env(env_id, render_mode="rgb_array") if args.capture_video else make_env(env_id)
+    if env.spec is None or env.spec.max_episode_steps is None:  # never an endless episode
+        env = gym.wrappers.TimeLimit(env, 10_000)
     if args.capture_video:
         env = gym.wrappers.RecordVideo(env, os.path.join(folder, "videos"), lambda _: True,
                                        disable_logger=True)
@@ -454,8 +512,14 @@ def evaluate(agent: Agent, env_id: str, args: Args, seed: int, folder: str) -> l
 
 def load_checkpoint(path: str) -> tuple[Agent, dict]:
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    agent = Agent(checkpoint["obs_dim"], checkpoint["act_dim"], checkpoint["continuous"])
-    agent.load_state_dict(checkpoint["model"])
+    hidden_size = checkpoint["args"].get("hidden_size", 64)  # saved before the flag existed: 64
+    agent = Agent(checkpoint["obs_dim"], checkpoint["act_dim"], checkpoint["continuous"],
+                  hidden_size)
+    try:
+        agent.load_state_dict(checkpoint["model"])
+    except RuntimeError as error:  # `Agent` was edited since: other layers or other shapes
+        fail(f"{path} does not fit the networks this file defines "
+             f"({str(error).splitlines()[-1].strip()}); evaluate it with the script that saved it")
     return agent, checkpoint
 
 
@@ -463,6 +527,7 @@ def save_checkpoint(args: Args, run_dir: str, agent: Agent, global_step: int) ->
     path = os.path.join(run_dir, "model.pt")
     # Only tensors, numbers and strings, so `torch.load(path, weights_only=True)` reads it.
     torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
+                "env_id": importable_env_id(args.env_id),  # as --eval-checkpoint makes the env
                 "obs_dim": agent.actor[0].in_features, "act_dim": agent.actor[-1].out_features,
                 "continuous": agent.continuous}, path)
     print(f"model saved to {path}")
@@ -474,18 +539,22 @@ def finish(args: Args, run_dir: str, writer, agent: Agent, global_step: int, epi
     """After training, or after a Ctrl-C: save the model, evaluate it (unless interrupted), close
     the logs; return a summary of the run."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises KeyboardInterrupt
-    if interrupted:
-        print(f"interrupted at step {global_step:,}; logs flushed to {run_dir}", file=sys.stderr)
     if args.save_model:
         save_checkpoint(args, run_dir, agent, global_step)
-    eval_returns = []
+    eval_returns, when = [], f"at step {global_step:,}"
     if args.eval_episodes > 0 and not interrupted:
-        # Seeds the training envs never used, so the evaluation starts from unseen initial states.
-        eval_returns = evaluate(agent, args.env_id, args, args.seed + 10_000, run_dir)
+        # By default seeds the training envs never used, so the evaluation starts from unseen
+        # initial states; `main` uses the same seed for --eval-checkpoint.
+        seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
+        try:
+            eval_returns = evaluate(agent, args.env_id, args, seed, run_dir)
+        except KeyboardInterrupt:  # Ctrl-C during the evaluation: it ends, the rest is kept
+            interrupted, when = True, "during the evaluation"
         for i, r in enumerate(eval_returns):
             writer.add_scalar("eval/episodic_return", r, i)
     writer.close()
     if interrupted:
+        print(f"interrupted {when}; logs flushed to {run_dir}", file=sys.stderr)
         raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"
     return {"run_dir": run_dir, "global_step": global_step, "episodic_returns": episodic_returns,
             "eval_returns": eval_returns, "agent": agent}
@@ -517,13 +586,25 @@ class Guard:
       from before that update are put back, and saved with --save-model.
     - An update that moves the policy absurdly far (approx-KL above 1, where 0.01 to 0.05 is
       usual) gets one warning: the run goes on, but it has probably collapsed.
+    - No episode ended in `endless` steps: one warning, which names the likely cause (an env
+      without a time limit).
     """
+
+    endless = 100_000  # steps without an episode's end that earn the warning
 
     def __init__(self, args: Args, run_dir: str, writer: SummaryWriter, agent: Agent):
         self.args, self.run_dir, self.writer, self.agent = args, run_dir, writer, agent
         self.last_finite, self.warned = nn.utils.parameters_to_vector(agent.parameters()), False
+        self.last_end, self.warned_endless = 0, False  # the step of the last episode's end
 
     def check_env(self, obs: np.ndarray, reward: np.ndarray, infos: dict, global_step: int):
+        if "final_obs" in infos:  # an episode ended (SAME_STEP autoreset, see `make_vec_env`)
+            self.last_end = global_step
+        elif global_step - self.last_end >= self.endless and not self.warned_endless:
+            self.warned_endless = True
+            print(f"vpg.py: warning: no episode has ended in {self.endless:,} steps; if "
+                  f"{self.args.env_id} has no time limit, give it one, e.g. "
+                  "gym.make(env_id, max_episode_steps=1000) in make_env", file=sys.stderr)
         # Runs at every step, so the usual case is one cheap test: a sum is finite only if all
         # its terms are (or it overflowed, which the full test below sorts out).
         if math.isfinite(obs.sum() + reward.sum()) and "final_obs" not in infos:
@@ -571,8 +652,12 @@ def main(args: Args) -> None:
         return
     check_args(args)
     agent, checkpoint = load_checkpoint(args.eval_checkpoint)
-    env_id, folder = checkpoint["args"]["env_id"], os.path.dirname(args.eval_checkpoint)
-    evaluate(agent, env_id, args, args.seed, folder)
+    # The id with the module that registers the env; a checkpoint saved before that has none.
+    env_id = checkpoint.get("env_id", checkpoint["args"]["env_id"])
+    make_env_or_fail(env_id, f"saved in {args.eval_checkpoint}").close()
+    # The seed of the evaluation after training, so that the same model gives the same numbers.
+    seed = checkpoint["args"]["seed"] + 10_000 if args.eval_seed is None else args.eval_seed
+    evaluate(agent, env_id, args, seed, os.path.dirname(args.eval_checkpoint))
 
 
 if __name__ == "__main__":

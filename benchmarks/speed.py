@@ -129,7 +129,7 @@ def worker_floor_ours(task: dict) -> dict:
     sys.path.insert(0, str(ROOT))
     script = __import__(task["script"].removesuffix(".py"))
     num_envs = task["sb3"]["n_envs"]  # the same envs as the timed runs
-    envs = script.make_env(task["env_id"], num_envs)
+    envs = script.make_vec_env(task["env_id"], num_envs)
     obs, _ = envs.reset(seed=1)
     space = envs.action_space
     space.seed(0)
@@ -159,7 +159,7 @@ def worker_profile_ours(task: dict) -> dict:
     hp = task["sb3"]
     num_envs, num_steps, epochs, minibatch = hp["n_envs"], hp["n_steps"], hp["n_epochs"], hp["batch_size"]
     minibatches = epochs * num_envs * num_steps // minibatch
-    envs = script.make_env(task["env_id"], num_envs)
+    envs = script.make_vec_env(task["env_id"], num_envs)
     obs_dim, space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = script.Agent(obs_dim, int(space.n) if hasattr(space, "n") else space.shape[0])
     optimizer = torch.optim.Adam(agent.parameters(), lr=3e-4, eps=1e-5, fused=True)
@@ -276,7 +276,7 @@ def write_report(results: dict, path: Path) -> None:
     lines += ["", "Env-only floors (random actions, no policy, no learning; steps per second):", ""]
     for task_name, task_results in results["tasks"].items():
         floors = task_results["floor"]
-        lines.append(f"- {TASKS[task_name]['env_id']}: ours {floors['ours']:,.0f} (the script's `make_env`"
+        lines.append(f"- {TASKS[task_name]['env_id']}: ours {floors['ours']:,.0f} (the script's `make_vec_env`"
                      + (" and `Normalizer`" if TASKS[task_name]["sb3"]["normalize"] else "")
                      + f"), SB3 {floors['sb3']:,.0f} (`make_vec_env`"
                      + (" + `VecNormalize`" if TASKS[task_name]["sb3"]["normalize"] else "") + ")")

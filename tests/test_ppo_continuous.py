@@ -97,16 +97,16 @@ def test_stored_action_is_the_unclipped_sample(monkeypatch, log_dir):
             (sampled if action is None else updated).append(out[0].detach().clone())
             return out
 
-    real_make_env = ppo.make_env
+    real_make_vec_env = ppo.make_vec_env
 
-    def recording_make_env(env_id, num_envs):
-        envs = real_make_env(env_id, num_envs)
+    def recording_make_vec_env(env_id, num_envs):
+        envs = real_make_vec_env(env_id, num_envs)
         real_step = envs.step
         envs.step = lambda action: (sent.append(np.array(action)), real_step(action))[1]
         return envs
 
     monkeypatch.setattr(ppo, "Agent", RecordingAgent)
-    monkeypatch.setattr(ppo, "make_env", recording_make_env)
+    monkeypatch.setattr(ppo, "make_vec_env", recording_make_vec_env)
     ppo.train(short_args(ppo, log_dir, env_id="TickContinuous-v0", num_steps=64, num_minibatches=1, update_epochs=1,
                          total_timesteps=64))
     samples = torch.cat(sampled[:64]).numpy()  # the rollout's 64 samples (σ = 1: many leave [−1, 1])

@@ -1,0 +1,43 @@
+"""Environments of "your own", as a researcher would write them: defined and registered in a
+module outside Gymnasium, so that `--env-id own_env:Point-v0` imports this file first. The tests
+copy it beside a copied script, or put its folder on PYTHONPATH, to try that in a fresh process.
+
+- Point-v0: a point in the plane, pushed by a Box action in [-1, 1]², rewarded by minus its
+  distance to the origin; 50 steps.
+- PointGrid-v0: the same point moved one cell by a Discrete(4) action.
+- PointGridFrom1-v0: PointGrid with actions numbered 1 to 4, Discrete(4, start=1).
+- PointEndless-v0, PointGridEndless-v0: registered without a time limit; they never end.
+"""
+
+import gymnasium as gym
+import numpy as np
+
+MOVES = np.array([[1, 0], [-1, 0], [0, 1], [0, -1]], np.float32)
+
+
+class PointEnv(gym.Env):
+    def __init__(self, discrete: bool = False, start: int = 0):
+        self.observation_space = gym.spaces.Box(-10, 10, (2,), np.float32)
+        self.action_space = (gym.spaces.Discrete(4, start=start) if discrete
+                             else gym.spaces.Box(-1, 1, (2,), np.float32))
+        self.discrete, self.start = discrete, start
+        self.position = np.zeros(2, np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.position = self.np_random.uniform(-5, 5, 2).astype(np.float32)
+        return self.position.copy(), {}
+
+    def step(self, action):
+        assert self.action_space.contains(action), action
+        move = MOVES[int(action) - self.start] if self.discrete else np.asarray(action, np.float32)
+        self.position = np.clip(self.position + 0.5 * move, -10, 10).astype(np.float32)
+        return self.position.copy(), -float(np.linalg.norm(self.position)), False, False, {}
+
+
+gym.register("Point-v0", entry_point=PointEnv, max_episode_steps=50)
+gym.register("PointGrid-v0", entry_point=PointEnv, max_episode_steps=50, kwargs={"discrete": True})
+gym.register("PointGridFrom1-v0", entry_point=PointEnv, max_episode_steps=50,
+             kwargs={"discrete": True, "start": 1})
+gym.register("PointEndless-v0", entry_point=PointEnv)
+gym.register("PointGridEndless-v0", entry_point=PointEnv, kwargs={"discrete": True})

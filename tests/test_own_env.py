@@ -1,0 +1,231 @@
+"""A researcher's own environment, from the command line to a re-evaluated checkpoint: the
+`module:EnvId` form, the one factory `make_env`, checkpoints that carry what evaluation needs,
+no hangs on an env without a time limit, and one-line errors for what the scripts cannot do.
+The envs are those of tests/own_env.py."""
+
+import glob
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import own_env  # noqa: F401  (registers Point-v0 and its kin in this process too)
+import pytest
+import torch
+from conftest import ROOT, SCRIPTS, run_script, short_args
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+# Each script on the env of its action space: the discrete-only PPO on the grid, the others on
+# the Box point (reinforce and vpg handle both; the grid is tried with them further down).
+ENV = {"ppo_discrete": "PointGrid-v0", "ppo_continuous": "Point-v0", "vpg": "Point-v0", "reinforce": "Point-v0"}
+FLAGS = {"ppo_discrete": ["--num-steps", "256", "--total-timesteps", "1024"],
+         "ppo_continuous": ["--num-steps", "256", "--num-minibatches", "4", "--total-timesteps", "1024"],
+         "vpg": ["--num-steps", "256", "--total-timesteps", "1024"],
+         "reinforce": ["--batch-size", "500", "--total-timesteps", "1000"]}
+
+
+def eval_line(stdout: str) -> str:
+    """The line the evaluation prints: '<env>: mean return M ± S over N ... (seed S)'."""
+    (line,) = [line for line in stdout.splitlines() if ": mean return " in line]
+    return line
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_module_env_id_trains_and_its_checkpoint_evaluates_in_a_fresh_process(name, tmp_path):
+    """The script copied alone beside the env's module, as a researcher would: `--env-id
+    own_env:<Id>` trains a wider network (--hidden-size 32), and `--eval-checkpoint`, in a new
+    process that only has the checkpoint, prints the very numbers printed after training."""
+    shutil.copy(ROOT / f"{name}.py", tmp_path)
+    shutil.copy(os.path.join(TESTS, "own_env.py"), tmp_path)
+    script = str(tmp_path / f"{name}.py")
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    trained = subprocess.run([sys.executable, script, "--env-id", f"own_env:{ENV[name]}", *FLAGS[name],
+                              "--hidden-size", "32", "--save-model", "--eval-episodes", "3"],
+                             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert trained.returncode == 0, trained.stderr
+    (path,) = glob.glob(str(tmp_path / "runs" / "*" / "model.pt"))
+    assert os.path.basename(os.path.dirname(path)).startswith(ENV[name] + "__")  # no ':' in the folder name
+    evaluated = subprocess.run([sys.executable, script, "--eval-checkpoint", path, "--eval-episodes", "3"],
+                               capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert eval_line(evaluated.stdout) == eval_line(trained.stdout)
+    assert "(seed 10001)" in eval_line(trained.stdout)
+
+
+@pytest.mark.parametrize("name", ["ppo_continuous", "reinforce"])
+def test_checkpoint_records_the_module_that_registers_the_env(name, log_dir):
+    """A run started from Python on an id registered by an import (no module in the id) saves
+    'own_env:Point-v0', which a fresh process of the unmodified script can make."""
+    module = __import__(name)
+    result = module.train(short_args(module, log_dir, env_id="Point-v0", total_timesteps=2048, save_model=True,
+                                     eval_episodes=2, **({"batch_size": 500} if name == "reinforce" else {})))
+    path = os.path.join(result["run_dir"], "model.pt")
+    assert torch.load(path, weights_only=True)["env_id"] == "own_env:Point-v0"
+    cli = subprocess.run([sys.executable, str(ROOT / f"{name}.py"), "--eval-checkpoint", path, "--eval-episodes", "2"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=TESTS, PYTHONWARNINGS="ignore"))
+    assert cli.returncode == 0, cli.stderr
+    assert f"mean return {np.mean(result['eval_returns']):.2f}" in cli.stdout
+
+
+def test_env_ids_are_recorded_as_a_fresh_process_makes_them(script):
+    assert script.importable_env_id("Point-v0") == "own_env:Point-v0"
+    assert script.importable_env_id("own_env:Point-v0") == "own_env:Point-v0"  # named already
+    assert script.importable_env_id("CartPole-v1") == "CartPole-v1"  # Gymnasium's own
+    assert script.importable_env_id("CartPole") == "CartPole"  # a short form gym.make accepts
+    assert script.importable_env_id("TickDiscrete-v0") == "conftest:TickDiscrete-v0"
+
+
+def test_the_checkpoint_of_an_env_no_process_can_make_is_refused_in_one_line(tmp_path):
+    """An env registered in a script's __main__ cannot be made elsewhere: one line says so."""
+    code = ("import sys, gymnasium as gym; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import own_env, reinforce\n"
+            "class Mine(own_env.PointEnv): pass\n"
+            "gym.register('Mine-v0', entry_point=Mine, max_episode_steps=20)\n"
+            "reinforce.train(reinforce.Args(env_id='Mine-v0', batch_size=200, total_timesteps=200, eval_episodes=0,"
+            " save_model=True, log_dir=sys.argv[3]))\n")
+    made = subprocess.run([sys.executable, "-c", code, str(ROOT), TESTS, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert made.returncode == 0, made.stderr
+    (path,) = glob.glob(str(tmp_path / "*" / "model.pt"))
+    result = run_script("reinforce.py", "--eval-checkpoint", path)
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "unknown env 'Mine-v0' (saved in" in line
+
+
+@pytest.mark.parametrize("env_id,message", [
+    ("own_env:Pont-v0", "importing own_env did not register Pont-v0"),
+    ("no_such_module:Point-v0", "No module named 'no_such_module'"),
+    ("Piont-v0", "did you mean Point-v0"),
+])
+def test_env_ids_that_cannot_be_made_get_one_line(env_id, message, script):
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        script.check_args(script.Args(env_id=env_id))
+
+
+def test_a_wrapper_in_make_env_reaches_the_checks_training_and_evaluation(script, log_dir, monkeypatch):
+    """The one factory: every env the script makes comes from `make_env`, so a time limit of 7
+    steps added there ends every episode of training and of the evaluation."""
+    made, lengths = [], []
+
+    class CutAt7(gym.wrappers.TimeLimit):
+        def __init__(self, env):
+            super().__init__(env, 7)
+            self.steps = 0
+
+        def step(self, action):
+            self.steps += 1
+            obs, reward, terminated, truncated, info = super().step(action)
+            if terminated or truncated:
+                lengths.append(self._elapsed_steps)
+            return obs, reward, terminated, truncated, info
+
+    def make_env(env_id, **kwargs):
+        made.append(CutAt7(gym.make(env_id, **kwargs)))
+        return made[-1]
+
+    monkeypatch.setattr(script, "make_env", make_env)
+    args = short_args(script, log_dir, eval_episodes=2)
+    result = script.train(args)
+    assert len(made) == 1 + args.num_envs + 1  # the input checks, each training env, the evaluation
+    assert all(env.steps > 0 for env in made[1:])  # every training env, and the evaluation's
+    assert len(result["eval_returns"]) == 2 and lengths and max(lengths) <= 7
+
+
+def test_a_checkpoint_that_no_longer_fits_the_networks_is_refused_in_one_line(script, log_dir, tmp_path):
+    result = script.train(short_args(script, log_dir, hidden_size=16, save_model=True))
+    checkpoint = torch.load(os.path.join(result["run_dir"], "model.pt"), weights_only=True)
+    assert script.load_checkpoint(os.path.join(result["run_dir"], "model.pt"))[0].actor[0].out_features == 16
+    checkpoint["args"]["hidden_size"] = 64  # as if `Agent` had been edited since
+    torch.save(checkpoint, tmp_path / "edited.pt")
+    with pytest.raises(SystemExit, match="does not fit the networks this file defines .*size mismatch"):
+        script.load_checkpoint(str(tmp_path / "edited.pt"))
+
+
+@pytest.mark.parametrize("name", ["ppo_discrete", "ppo_continuous", "vpg"])
+def test_an_env_without_time_limit_warns_once_and_evaluation_ends(name, log_dir, monkeypatch, capsys):
+    module = __import__(name)
+    monkeypatch.setattr(module.Guard, "endless", 500)
+    env_id = "PointGridEndless-v0" if name == "ppo_discrete" else "PointEndless-v0"
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the run did not end: an endless episode?"))
+    signal.alarm(120)  # a failure rather than a hang, should the evaluation's step cap go missing
+    try:
+        result = module.train(short_args(module, log_dir, env_id=env_id, total_timesteps=2048, eval_episodes=1))
+    finally:
+        signal.alarm(0)
+    err = capsys.readouterr().err
+    assert err.count("warning: no episode has ended in 500 steps") == 1 and "max_episode_steps" in err
+    assert result["episodic_returns"] == [] and len(result["eval_returns"]) == 1  # cut at 10,000 steps
+
+
+def test_reinforce_on_an_env_without_time_limit_stops_instead_of_waiting_for_ever(log_dir, monkeypatch, capsys):
+    """A REINFORCE batch waits for its episodes to end: with none ending, the run stops once the
+    step budget is spent, with the warning before and one line at the end."""
+    import reinforce
+
+    monkeypatch.setattr(reinforce.Guard, "endless", 500)
+    args = short_args(reinforce, log_dir, env_id="PointEndless-v0", batch_size=500, total_timesteps=1000)
+    with pytest.raises(SystemExit, match="REINFORCE learns from complete episodes only"):
+        reinforce.train(args)
+    assert "warning: no episode has ended in 500 steps" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["ppo_discrete", "ppo_continuous"])
+def test_ctrl_c_during_the_evaluation_exits_cleanly(name, tmp_path):
+    """Ctrl-C while the evaluation after training plays (long episodes of an endless env): exit
+    130, no traceback, the model saved and the logs flushed, as after a Ctrl-C in training."""
+    shutil.copy(os.path.join(TESTS, "own_env.py"), tmp_path)
+    env_id = "own_env:PointGridEndless-v0" if name == "ppo_discrete" else "own_env:PointEndless-v0"
+    proc = subprocess.Popen([sys.executable, str(ROOT / f"{name}.py"), "--env-id", env_id, *FLAGS[name],
+                             "--eval-episodes", "1000", "--save-model", "--log-dir", str(tmp_path / "runs")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=str(tmp_path), PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1"),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    next(line for line in proc.stdout if line.startswith("model saved"))  # training is over
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert "interrupted during the evaluation" in err
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert (run_dir / "model.pt").exists()
+    assert any(f.name.startswith("events.out.tfevents") and f.stat().st_size > 0 for f in run_dir.iterdir())
+
+
+@pytest.mark.parametrize("name", ["ppo_discrete", "vpg", "reinforce"])
+def test_discrete_actions_from_a_start_other_than_0_are_refused_then_work_wrapped(name, log_dir, monkeypatch):
+    """Discrete(4, start=1): refused in one line that gives the wrapper; with that wrapper in
+    `make_env`, as the line says, the run trains and evaluates."""
+    module = __import__(name)
+    args = short_args(module, log_dir, env_id="PointGridFrom1-v0", eval_episodes=1)
+    with pytest.raises(SystemExit, match=re.escape("gym.wrappers.TransformAction(env, lambda a: a + 1, "
+                                                   "gym.spaces.Discrete(4))")):
+        module.check_args(args)
+
+    def make_env(env_id, **kwargs):
+        env = gym.make(env_id, **kwargs)
+        return gym.wrappers.TransformAction(env, lambda a: a + 1, gym.spaces.Discrete(4))
+
+    monkeypatch.setattr(module, "make_env", make_env)
+    result = module.train(args)
+    assert result["episodic_returns"] and len(result["eval_returns"]) == 1
+
+
+def test_cuda_without_a_gpu_is_an_error(script, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match="--cuda: torch finds no usable GPU"):
+        script.check_args(script.Args(cuda=True))
+
+
+def test_a_gymnasium_older_than_1_1_is_refused_in_one_line(script, monkeypatch):
+    monkeypatch.setattr(gym, "__version__", "1.0.0")
+    with pytest.raises(SystemExit, match=r"needs gymnasium 1\.1 or newer, found 1\.0\.0"):
+        script.check_args(script.Args())
+
+
+def test_the_evaluation_seed_can_be_chosen(script, log_dir, capsys):
+    script.train(short_args(script, log_dir, eval_episodes=1, eval_seed=7))
+    assert "(seed 7)" in capsys.readouterr().out
