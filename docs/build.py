@@ -1,21 +1,33 @@
 """Render each script as an annotated page: its comments and equations beside the code they explain.
 
     pip install -r docs/requirements.txt
-    python docs/build.py                 # writes docs/<script>.html and docs/index.html
+    python docs/build.py                 # writes docs/<script>.html, the step pages and docs/index.html
     python docs/build.py --out /tmp/docs
-    python docs/build.py --screenshot docs/screenshot.png   # needs Debian's chromium and chromium-driver
+    python docs/build.py --screenshots docs   # docs/screenshot-1366.png and -1920.png (needs chromium)
 
 The scripts are read, never changed. A script is cut into sections at each block of whole-line
 comments: the block is the section's notes (left), the code up to the next block its code
-(right, highlighted by pygments, with the file's line numbers). A comment line `# math: <LaTeX>`
-becomes a typeset equation (MathML from latex2mathml, which browsers render natively); a banner
-`# --- name ---` becomes a heading; other comment lines are prose. Pages are self-contained
-static HTML: no JavaScript, no network. A formula that does not convert stops the build.
+(right, highlighted by pygments, with the file's line numbers). A `def` or `class` whose body
+opens with a comment block starts that block's section, so a definition is never cut from its
+body. A comment line `# math: <LaTeX>` becomes a typeset equation (MathML from latex2mathml, which
+browsers render natively); a banner `# --- name ---` becomes a heading; other comment lines are
+prose, in which short formulas such as V_θ(s_t) are typeset too. The equations indented inside a
+docstring (GAE's δ_t and A_t, the rewards-to-go) are typeset in the notes beside their function,
+and the notes beside `Args` list every flag with its meaning. The imports are folded away.
+
+Step pages (reinforce-to-vpg.html, ...) show what changes from one script to the next in the
+reading order: the differences of each definition, the algorithm's first, then the rest.
+
+Pages are self-contained static HTML: no JavaScript, no network. A `# math:` formula that does not
+convert stops the build.
 """
 
 import argparse
+import ast
+import difflib
 import html
 import io
+import itertools
 import re
 import tokenize
 from pathlib import Path
@@ -26,30 +38,82 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = {
+SCRIPTS = {  # in reading order
     "reinforce": "REINFORCE: the Monte-Carlo policy gradient, no critic.",
     "vpg": "Vanilla policy gradient: a learned value baseline, GAE-λ advantages, one step per batch.",
     "ppo_discrete": "PPO-clip for discrete actions: many minibatch steps per batch, kept close by the clipped ratio.",
     "ppo_continuous": "PPO-clip for continuous control (MuJoCo): a Gaussian policy, observation and reward normalisation.",
 }
+ORDER = list(SCRIPTS)
+STEPS = list(itertools.pairwise(ORDER))  # (from, to): the step pages
+# The definitions that make up the algorithm; a step page shows their differences first.
+ALGORITHM = ["layer_init", "mlp", "Agent", "compute_returns", "compute_gae", "reinforce_loss", "vpg_loss",
+             "value_loss", "ppo_loss", "RunningMeanStd", "Normalizer", "train"]
+# A definition of the newer file that takes the place of one of the older file, for the step pages.
+REPLACES = {"compute_gae": "compute_returns", "vpg_loss": "reinforce_loss", "ppo_loss": "vpg_loss"}
 MATH = re.compile(r"^# math: (.*)$")
 BANNER = re.compile(r"^# --- (.*) ---$")
 
 CSS = """
 body { margin: 0; font: 15px/1.5 system-ui, sans-serif; color: #1d1d1f; background: #fff; }
-header, .intro, nav { max-width: 1100px; margin: 0 auto; padding: 0 24px; }
-header h1 { font-size: 26px; margin: 24px 0 4px; }
-.intro pre, .notes pre { background: #f4f4f6; padding: 8px 12px; border-radius: 4px; overflow-x: auto; }
-.section { display: grid; grid-template-columns: minmax(0, 36fr) minmax(0, 64fr); border-top: 1px solid #eee; }
-.notes { padding: 8px 20px; background: #fafafa; border-right: 1px solid #eee; }
+header, .intro, nav.pages, .index { max-width: 1100px; margin: 0 auto; padding: 0 24px; }
+header h1 { font-size: 26px; margin: 20px 0 4px; }
+nav.pages { display: flex; justify-content: space-between; gap: 16px; padding-top: 10px; padding-bottom: 10px; }
+.intro pre, .notes pre { background: #f4f4f6; padding: 8px 12px; border-radius: 4px; white-space: pre-wrap; }
+.section { display: grid; grid-template-columns: minmax(0, 1fr) auto; border-top: 1px solid #eee; }
+.section.inner { border-top: 1px dashed #f0f0f0; }
+.notes { padding: 8px 20px; background: #fafafa; border-right: 1px solid #eee; min-width: 0; }
 .notes p { margin: 6px 0; }
-.notes h3 { margin: 10px 0 4px; font-size: 15px; text-transform: uppercase; letter-spacing: .04em; color: #5a5a66; }
-.notes math[display="block"] { margin: 8px 0; font-size: 110%; overflow-x: auto; }
-.code pre { margin: 0; padding: 8px 12px; font: 13px/1.45 ui-monospace, Menlo, Consolas, monospace; overflow-x: auto; }
+.notes h3 { margin: 10px 0 4px; font-size: 16px; color: #3c3c46; }
+.notes table { border-collapse: collapse; font-size: 13.5px; width: 100%; }
+.notes td { padding: 2px 6px 2px 0; vertical-align: top; border-bottom: 1px solid #eee; overflow-wrap: anywhere; }
+.notes td:first-child { white-space: nowrap; }
+math[display="block"] { margin: 8px 0; font-size: 105%; }
+.code pre { margin: 0; padding: 8px 12px; font: 13px/1.45 ui-monospace, Menlo, Consolas, monospace; }
+.code { width: calc(101ch + 5.5em); font: 13px ui-monospace, Menlo, Consolas, monospace; }
 .code .ln { color: #b0b0b8; user-select: none; display: inline-block; width: 3.2em; }
+details.imports summary { cursor: pointer; padding: 8px 12px; color: #5a5a66; font: 13px system-ui, sans-serif; }
 code { font: 90% ui-monospace, Menlo, Consolas, monospace; background: #f0f0f3; padding: 0 3px; border-radius: 3px; }
-nav ul { padding-left: 20px; } nav li { margin: 6px 0; }
+.index ul { padding-left: 20px; } .index li { margin: 6px 0; }
+.diff { max-width: 1100px; margin: 0 auto; padding: 0 24px 24px; }
+.diff h2 { font-size: 20px; margin: 28px 0 6px; }
+.diff h3 { font-size: 15px; margin: 16px 0 4px; }
+.diff pre { margin: 0; padding: 8px 12px; background: #fafafa; border: 1px solid #eee; border-radius: 4px;
+            font: 13px/1.45 ui-monospace, Menlo, Consolas, monospace; white-space: pre-wrap; overflow-wrap: anywhere; }
+.diff pre span { display: block; min-height: 1.45em; }
+.diff .add { background: #e6f7e6; } .diff .del { background: #fbe9e9; } .diff .hunk { color: #8a8a99; }
 """
+
+# Unicode in the scripts' plain-text formulas -> LaTeX, for typesetting them.
+SYMBOLS = {"α": r"\alpha", "β": r"\beta", "γ": r"\gamma", "δ": r"\delta", "ε": r"\epsilon", "θ": r"\theta",
+           "λ": r"\lambda", "μ": r"\mu", "π": r"\pi", "σ": r"\sigma", "τ": r"\tau", "φ": r"\phi", "Σ": r"\sum",
+           "∇": r"\nabla", "−": "-", "≥": r"\geq", "≤": r"\leq", "·": r"\cdot", "∈": r"\in", "×": r"\times",
+           "≈": r"\approx", "Â": r"\hat{A}", "ĝ": r"\hat{g}", "‖": r"\|", "∞": r"\infty"}
+# A short formula inside prose: one letter, then subscripts or superscripts, then an optional
+# argument: δ_t, V_θ(s_t), π_θ_old, A_{t+1}, γ^l, r_t(θ). Identifiers such as final_obs do not match.
+INLINE_MATH = re.compile(r"(?<![\w`\\])[A-Za-zα-ωΑ-ΩÂĝ](?:_\{[^{}\s]+\}|_[0-9A-Za-zα-ω]+|\^\{[^{}\s]+\}|\^[0-9A-Za-zα-ω]+)+"
+                         r"(?:\((?:[^()\s]|\([^()\s]*\))*\))?")
+
+
+def to_latex(text: str) -> str:
+    """A formula written in the scripts' plain text (Greek letters, − and ≥, words) as LaTeX."""
+    text = re.sub(r"\s{2,}", " §Q§ ", text.strip())  # wide gaps separate equations on one line
+    text = re.sub(r"_([^\s_{}^()\[\],]+)_([^\s_{}^()\[\],]+)", r"_{\1_{\2}}", text)  # π_θ_old: a chain
+    text = re.sub(r"([_^])([0-9A-Za-z]{2,})", r"\1{\2}", text)  # _old -> _{old}
+    text = re.sub(r"( ?)(?<![\\A-Za-z])([A-Za-z]{2,}(?: [A-Za-z]{2,})*)( ?)(?![A-Za-z])",
+                  lambda m: word(m, text), text)
+    for symbol, latex in SYMBOLS.items():
+        text = text.replace(symbol, latex + " ")
+    return text.replace("§Q§", r"\qquad ")
+
+
+def word(m: re.Match, text: str) -> str:
+    """Words inside a formula as upright text; a space is kept beside a word only where it
+    separates two operands ("terminated_t or truncated_t"), not beside an operator ("1 − done_t")."""
+    before, after = text[:m.start(2)].rstrip()[-1:], text[m.end(2):].lstrip()[:1]
+    space_before = " " if m.group(1) and (before.isalnum() or before in ",)}") else ""
+    space_after = " " if m.group(3) and after.isalpha() else ""
+    return rf"\text{{{space_before}{m.group(2)}{space_after}}}"
 
 
 def comment_lines(source: str) -> set[int]:
@@ -64,9 +128,30 @@ def comment_lines(source: str) -> set[int]:
     return comments - code_lines
 
 
+def inline_math(latex: str) -> str | None:
+    try:
+        mathml = convert(latex)
+    except Exception:
+        return None
+    return None if "merror" in mathml or re.search(r">\\[A-Za-z]", mathml) else mathml
+
+
 def prose(text: str) -> str:
-    """Escape, then show `backticks` as code."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+    """Escape, show `backticks` as code, and typeset short formulas outside the code."""
+    parts = re.split(r"(`[^`]+`)", text)
+    out = []
+    for part in parts:
+        if part.startswith("`") and part.endswith("`") and len(part) > 1:
+            out.append(f"<code>{html.escape(part[1:-1])}</code>")
+            continue
+        pieces, last = [], 0
+        for m in INLINE_MATH.finditer(part):
+            mathml = inline_math(to_latex(m.group(0)))
+            if mathml:
+                pieces += [html.escape(part[last:m.start()]), mathml]
+                last = m.end()
+        out.append("".join(pieces) + html.escape(part[last:]))
+    return "".join(out)
 
 
 def math(latex: str) -> str:
@@ -77,6 +162,8 @@ def math(latex: str) -> str:
         raise ValueError(f"formula does not convert: {latex} ({type(error).__name__})") from error
     if "merror" in mathml or re.search(r">\\[A-Za-z]", mathml):
         raise ValueError(f"formula does not convert: {latex}")
+    if r"\textstyle" not in latex:  # a sum's limits under and over it, as in a displayed formula
+        mathml = mathml.replace("<mo>&#x02211;</mo>", '<mo movablelimits="false">&#x02211;</mo>')
     return mathml
 
 
@@ -115,6 +202,72 @@ def docstring_html(doc: str) -> str:
     return "\n".join(blocks)
 
 
+def docstring_equations(node: ast.AST) -> list[str]:
+    """The formulas indented inside a definition's docstring, typeset (block MathML). A wide gap
+    inside a line starts a new row, so that the formula fits beside the code."""
+    doc = ast.get_docstring(node, clean=True) or ""
+    equations = []
+    for line in doc.split("\n"):
+        if line.startswith("    ") and "=" in line:
+            rows = re.sub(r"\s{3,}=\s{3,}", "   = ", line.strip()).split("   ")
+            rows = [to_latex(row) for row in map(str.strip, rows) if row]
+            latex = rows[0] if len(rows) == 1 else r"\begin{array}{l} " + r" \\ ".join(rows) + r" \end{array}"
+            equations.append(math(latex))
+    return equations
+
+
+def flags_html(lines: list[str], code: list[int]) -> str:
+    """The notes beside a part of `Args`: each flag of those lines with its meaning, as --help shows it."""
+    rows, number, numbers = [], 0, list(code)
+    while number < len(numbers):
+        line = lines[numbers[number] - 1]
+        m = re.match(r"    (\w+): .*?= (.*)$", line)
+        if not m:
+            number += 1
+            continue
+        doc, number = [], number + 1
+        while number < len(numbers) and not re.match(r"    \w+: ", lines[numbers[number] - 1]):
+            doc.append(lines[numbers[number] - 1].strip().strip('"'))
+            number += 1
+        flag = "--" + m.group(1).replace("_", "-")
+        rows.append(f"<tr><td><code>{flag}</code></td><td>{prose(' '.join(doc))}</td></tr>")
+    return f"<table>{''.join(rows)}</table>" if rows else ""
+
+
+def split_sections(source: str, lines: list[str], first: int) -> list[tuple[list[str], list[int]]]:
+    """(comment lines, code line numbers) of each section, from line `first` on. A definition whose
+    body opens with a comment block moves to that block's section, with its decorators."""
+    comments = comment_lines(source)
+    tree = ast.parse(source)
+    heads = {min([n.lineno] + [d.lineno for d in n.decorator_list])  # top-level definitions
+             for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    starts = {}  # first line of a body -> first line of its definition (decorators included)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            statements = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            head = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            for n in range(node.lineno + 1, statements[0].lineno if statements else node.end_lineno + 1):
+                starts.setdefault(n, head)  # a comment between the signature (or docstring) and the body
+    sections, notes, code, moved = [], [], [], 0  # moved: lines of code that came before the notes
+    for number in range(first, len(lines) + 1):
+        if number in comments:
+            if len(code) > moved:  # a new comment block closes the section before it
+                head = starts.get(number)
+                carried = [n for n in code if head is not None and n >= head]
+                code = [n for n in code if n not in carried]
+                if code or notes:
+                    sections.append((notes, code))
+                notes, code, moved = [], carried, len(carried)
+            notes.append(lines[number - 1])
+        else:
+            if number in heads and any(lines[n - 1].strip() for n in code[moved:]):
+                sections.append((notes, code))  # a top-level definition opens a section of its own
+                notes, code, moved = [], [], 0
+            code.append(number)
+    sections.append((notes, code))
+    return sections
+
+
 def render(name: str) -> str:
     source = (ROOT / f"{name}.py").read_text()
     lines = source.split("\n")
@@ -124,31 +277,98 @@ def render(name: str) -> str:
     doc_end = next(i for i, line in enumerate(lines[1:], 1) if line.strip().endswith('"""'))
     intro = docstring_html("\n".join(lines[: doc_end + 1]).strip('"'))
     highlighted = highlight(source, PythonLexer(), HtmlFormatter(nowrap=True)).split("\n")
-    comments = comment_lines(source)
-
-    sections, notes, code = [], [], []  # code: (line number, highlighted html)
-    for number in range(doc_end + 2, len(lines) + 1):
-        if number in comments:
-            if code:  # a new comment block closes the section before it
-                sections.append((notes, code))
-                notes, code = [], []
-            notes.append(lines[number - 1])
-        else:
-            code.append((number, highlighted[number - 1]))
-    sections.append((notes, code))
+    tree = ast.parse(source)
+    definitions = {node.lineno: node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    args = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Args")
+    top_level = {node.lineno: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
 
     body = []
-    for notes, code in sections:
-        while code and not lines[code[-1][0] - 1].strip():  # trailing blank lines add nothing
+    for notes, code in split_sections(source, lines, doc_end + 2):
+        while code and not lines[code[-1] - 1].strip():  # trailing blank lines add nothing
             code.pop()
+        while code and not lines[code[0] - 1].strip():  # and leading ones
+            code.pop(0)
         if not code and not notes:
             continue
-        code_html = "\n".join(f'<span class="ln">{n}</span>{h}' for n, h in code)
-        anchor = f"L{code[0][0]}" if code else f"N{len(body)}"  # link to a section by its first line: page.html#L120
-        body.append(f'<div class="section" id="{anchor}"><div class="notes">{notes_html(notes)}</div>'
-                    f'<div class="code"><pre>{code_html}</pre></div></div>')
+        extra = "".join("".join(docstring_equations(definitions[n])) for n in code if n in definitions)
+        if code and args.lineno < code[0] <= args.end_lineno:
+            extra += flags_html(lines, code)
+        code_html = "\n".join(f'<span class="ln">{n}</span>{highlighted[n - 1]}' for n in code)
+        if code and all(re.match(r"(import |from \S+ import |$)", lines[n - 1]) for n in code):
+            code_html = (f'<details class="imports"><summary>imports, lines {code[0]}–{code[-1]}</summary>'
+                         f"<pre>{code_html}</pre></details>")
+        else:
+            code_html = f"<pre>{code_html}</pre>"
+        inner = bool(code) and not any(n in top_level for n in code[:1]) and not notes_starts_part(notes)
+        anchor = f"L{code[0]}" if code else f"N{len(body)}"  # link to a section by its first line: page.html#L120
+        body.append(f'<div class="section{" inner" if inner else ""}" id="{anchor}">'
+                    f'<div class="notes">{extra}{notes_html(notes)}</div><div class="code">{code_html}</div></div>')
     return page(f"{name}.py", f"<header><h1>{name}.py</h1><p><a href=\"index.html\">pgref</a> · "
-                f"{html.escape(SCRIPTS[name])}</p></header>\n<div class=\"intro\">{intro}</div>\n" + "\n".join(body))
+                f"{html.escape(SCRIPTS[name])}</p></header>\n{page_nav(name)}\n<div class=\"intro\">{intro}</div>\n"
+                + "\n".join(body) + "\n" + page_nav(name))
+
+
+def notes_starts_part(notes: list[str]) -> bool:
+    return any(BANNER.match(line.strip()) for line in notes[:1])
+
+
+def page_nav(name: str) -> str:
+    """Links to the previous and next page in the reading order, with the step pages between."""
+    i = ORDER.index(name)
+    back = (f'<a href="{ORDER[i - 1]}-to-{name}.html">← what changed from {ORDER[i - 1]}.py</a>' if i
+            else '<a href="index.html">← all scripts</a>')
+    ahead = (f'<a href="{name}-to-{ORDER[i + 1]}.html">what changes in {ORDER[i + 1]}.py →</a>' if i + 1 < len(ORDER)
+             else '<a href="index.html">all scripts →</a>')
+    return f'<nav class="pages">{back}{ahead}</nav>'
+
+
+def definitions(source: str) -> dict[str, str]:
+    """The source of each top-level part of a script: the docstring, the imports, each definition."""
+    lines = source.split("\n")
+    tree = ast.parse(source)
+    parts = {"module docstring": "\n".join(lines[tree.body[0].lineno - 1:tree.body[0].end_lineno])}
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    parts["imports"] = "\n".join(lines[n.lineno - 1] for n in imports)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            parts[node.name] = "\n".join(lines[start - 1:node.end_lineno])
+    return parts
+
+
+def diff_html(old: str, new: str) -> str:
+    out = []
+    for line in list(difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=2))[2:]:
+        kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "same")
+        out.append(f'<span class="{kind}">{html.escape(line if kind != "hunk" else "⋯") or " "}</span>')
+    return "<pre>" + "".join(out) + "</pre>"  # one block per line: no newline between them
+
+
+def step_page(old_name: str, new_name: str) -> str:
+    old, new = (definitions((ROOT / f"{n}.py").read_text()) for n in (old_name, new_name))
+    doc = (ROOT / f"{new_name}.py").read_text().split('"""')[1]
+    change = next(p for p in doc.split("\n\n") if p.startswith("What changes from"))
+    algorithm, rest = [], []
+    for name in new:
+        before = REPLACES.get(name) if name not in old and REPLACES.get(name) in old else name
+        if before in old and old[before] == new[name]:
+            continue
+        title = (f"<code>{name}</code>" + (f" (was <code>{before}</code>)" if before != name else "")
+                 + (" (new)" if before not in old else ""))
+        block = f"<h3>{title}</h3>" + diff_html(old.get(before, ""), new[name])
+        (algorithm if name in ALGORITHM else rest).append(block)
+    gone = [n for n in old if n not in new and n not in {REPLACES.get(m) for m in new}]
+    for name in gone:
+        block = f"<h3><code>{name}</code> (gone)</h3>" + diff_html(old[name], "")
+        (algorithm if name in ALGORITHM else rest).append(block)
+    nav = (f'<nav class="pages"><a href="{old_name}.html">← {old_name}.py</a>'
+           f'<a href="{new_name}.html">{new_name}.py →</a></nav>')
+    content = (f"<header><h1>{old_name}.py → {new_name}.py</h1><p><a href=\"index.html\">pgref</a> · "
+               f"the differences of each definition, the algorithm's first</p></header>\n{nav}\n"
+               f'<div class="intro"><p>{prose(" ".join(change.split()))}</p></div>\n<div class="diff">'
+               f"<h2>The algorithm</h2>{''.join(algorithm) or '<p>No difference.</p>'}"
+               f"<h2>Everything else: defaults, flags, messages, tooling</h2>{''.join(rest)}</div>\n{nav}")
+    return page(f"{old_name}.py → {new_name}.py", content)
 
 
 def page(title: str, content: str) -> str:
@@ -158,22 +378,27 @@ def page(title: str, content: str) -> str:
 
 
 def index() -> str:
-    items = "\n".join(f'<li><a href="{name}.html"><code>{name}.py</code></a>: {html.escape(text)}</li>'
-                      for name, text in SCRIPTS.items())
+    items = []
+    for i, (name, text) in enumerate(SCRIPTS.items()):
+        if i:
+            items.append(f'<li class="step"><a href="{ORDER[i - 1]}-to-{name}.html">what changes from '
+                         f"{ORDER[i - 1]}.py to {name}.py</a></li>")
+        items.append(f'<li><a href="{name}.html"><code>{name}.py</code></a>: {html.escape(text)}</li>')
+    nl = "\n"
     return page("pgref: annotated scripts", f"""<header><h1>pgref: the scripts, annotated</h1></header>
-<nav><p>Each page shows one script, unchanged, cut into sections: on the left the comments and the
+<div class="index"><p>Each page shows one script, unchanged, cut into sections: on the left the comments and the
 equations (typeset), on the right the code they explain, with the file's line numbers. Read them
-in this order; each file's introduction names what changed from the one before.</p>
+in this order; between two scripts, a step page shows what changes from one to the next.</p>
 <ul>
-{items}
+{nl.join(items)}
 </ul>
 <p>REINFORCE weights each log-probability by the return that followed; VPG replaces that return by
 an advantage measured against a learned critic; PPO reuses each batch for several epochs and
 clips the probability ratio so no step strays far from the policy that collected the data; the
-continuous PPO adds a Gaussian policy and the normalisation MuJoCo needs.</p></nav>""")
+continuous PPO adds a Gaussian policy and the normalisation MuJoCo needs.</p></div>""")
 
 
-def browser(width: int = 1400, height: int = 1000):
+def browser(width: int = 1366, height: int = 768):
     """Headless Chromium driven by Selenium, with the system's chromium and chromedriver."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -185,11 +410,11 @@ def browser(width: int = 1400, height: int = 1000):
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 
 
-def screenshot(page: Path, anchor: str, path: Path) -> None:
+def screenshot(page: Path, anchor: str, path: Path, width: int) -> None:
     """A screenshot of one section of a page (the section whose first code line is `anchor`)."""
     from selenium.webdriver.common.by import By
 
-    driver = browser()
+    driver = browser(width, 900)
     try:
         driver.get(page.resolve().as_uri())
         driver.execute_script("arguments[0].scrollIntoView()", driver.find_element(By.ID, anchor))
@@ -205,6 +430,10 @@ def build(out: Path) -> list[Path]:
         path = out / f"{name}.html"
         path.write_text(render(name))
         written.append(path)
+    for old_name, new_name in STEPS:
+        path = out / f"{old_name}-to-{new_name}.html"
+        path.write_text(step_page(old_name, new_name))
+        written.append(path)
     (out / "index.html").write_text(index())
     return written + [out / "index.html"]
 
@@ -212,15 +441,18 @@ def build(out: Path) -> list[Path]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs", help="folder for the pages (default: docs/)")
-    parser.add_argument("--screenshot", type=Path, help="also save a screenshot of ppo_continuous.html's GAE section here")
+    parser.add_argument("--screenshots", type=Path,
+                        help="also save screenshot-1366.png and screenshot-1920.png of ppo_continuous.html's GAE here")
     args = parser.parse_args()
     for path in build(args.out):
         print(f"wrote {path}")
-    if args.screenshot:
+    if args.screenshots:
         gae_line = next(i for i, line in enumerate((ROOT / "ppo_continuous.py").read_text().split("\n"), 1)
                         if line.startswith("def compute_gae"))
         page_html = (args.out / "ppo_continuous.html").read_text()
         # the section that holds the `def compute_gae` line: the last one starting at or before it
         anchor = max(int(n) for n in re.findall(r'id="L(\d+)"', page_html) if int(n) <= gae_line)
-        screenshot(args.out / "ppo_continuous.html", f"L{anchor}", args.screenshot)
-        print(f"wrote {args.screenshot}")
+        for width in (1366, 1920):
+            path = args.screenshots / f"screenshot-{width}.png"
+            screenshot(args.out / "ppo_continuous.html", f"L{anchor}", path, width)
+            print(f"wrote {path}")

@@ -29,7 +29,11 @@ def test_committed_pages_match_a_fresh_build(tmp_path):
 def test_every_formula_converts_and_every_line_is_shown(name):
     page = build.render(name)
     assert len(formulas(name)) >= 4  # every script states its equations
-    assert page.count("<math ") == len(formulas(name)) and "merror" not in page
+    # each `# math:` line, and each formula indented in a docstring (the rewards-to-go; GAE's δ_t
+    # and A_t), typeset as a block
+    docstring_formulas = {"reinforce": 1, "vpg": 2, "ppo_discrete": 2, "ppo_continuous": 2}[name]
+    assert page.count('<math xmlns="http://www.w3.org/1998/Math/MathML" display="block"') == \
+        len(formulas(name)) + docstring_formulas and "merror" not in page
     assert "# math:" not in page.split('<div class="section"', 1)[1]  # no marker left outside the intro's prose
     # every line after the module docstring is on the page: code with its line number, comments as notes
     lines = (ROOT / f"{name}.py").read_text().split("\n")
@@ -45,23 +49,47 @@ def test_a_formula_that_does_not_convert_stops_the_build(latex):
         build.notes_html([f"# math: {latex}"])
 
 
+PAGES = [f"{name}.html" for name in build.SCRIPTS] + [f"{a}-to-{b}.html" for a, b in build.STEPS] + ["index.html"]
+# What a reader sees, measured by the browser: elements wider than their box (a scrollbar, or text
+# cut off or spilling over), and text whose case CSS changes (a heading that shows θ as Θ).
+OVERFLOWING = """return Array.from(document.querySelectorAll('body *')).filter(e => e.clientWidth > 0
+    && e.scrollWidth > e.clientWidth + 1).map(e => e.tagName + ' in ' + ((e.closest('[id]') || {}).id || '?')
+    + ': ' + e.scrollWidth + ' > ' + e.clientWidth)"""
+TRANSFORMED = """return Array.from(document.querySelectorAll('body *')).filter(e =>
+    !e.closest('math') && getComputedStyle(e).textTransform != 'none').map(e => e.tagName + ': ' + e.textContent.slice(0, 40))"""
+
+
 @pytest.mark.skipif(not (shutil.which("chromium") and shutil.which("chromedriver")),
                     reason="needs Debian's chromium and chromium-driver (.ci/run installs them)")
-def test_math_is_typeset_in_a_real_browser(tmp_path):
+@pytest.mark.parametrize("width", [1366, 1920])
+def test_what_a_reader_sees_in_a_real_browser(width, tmp_path):
+    """At a laptop's 1366 x 768 and at 1920 px: every formula typeset (a box of real size), nothing
+    scrolls sideways or is cut off, no heading's case changed, the step pages load and link on."""
     from selenium.webdriver.common.by import By
 
-    driver = build.browser()
+    driver = build.browser(width, 768 if width == 1366 else 1080)
     try:
-        for name in build.SCRIPTS:
-            driver.get((ROOT / "docs" / f"{name}.html").resolve().as_uri())
+        for name in PAGES:
+            driver.get((ROOT / "docs" / name).resolve().as_uri())
             maths = driver.find_elements(By.TAG_NAME, "math")
-            assert len(maths) == len(formulas(name))
+            if name[:-5] in build.SCRIPTS:
+                blocks = driver.find_elements(By.CSS_SELECTOR, 'math[display="block"]')
+                assert len(blocks) >= len(formulas(name[:-5])) >= 4
             for element in maths:
-                assert element.size["width"] > 20 and element.size["height"] > 8, (name, element.get_attribute("outerHTML")[:200])
-            visible = "\n".join(section.text for section in driver.find_elements(By.CLASS_NAME, "section"))
-            assert "# math:" not in visible and "$" not in visible and "\\frac" not in visible
-        driver.get((ROOT / "docs" / "index.html").resolve().as_uri())
-        assert len(driver.find_elements(By.CSS_SELECTOR, "nav a")) == 4
+                assert element.size["width"] > 5 and element.size["height"] > 8, (name, element.get_attribute("outerHTML")[:200])
+            assert driver.execute_script(OVERFLOWING) == [], (name, width)
+            assert driver.execute_script("return document.documentElement.scrollWidth") <= width
+            assert driver.execute_script(TRANSFORMED) == [], name
+            visible = driver.find_element(By.TAG_NAME, "body").text
+            sections = "\n".join(section.text for section in driver.find_elements(By.CLASS_NAME, "section"))
+            if name[:-5] in build.SCRIPTS:  # (a step page shows the source's lines as they are)
+                assert "# math:" not in sections and "\\frac" not in visible
+            if "-to-" in name:  # a step page: the change named first, then the differences, algorithm first
+                headings = [h.text for h in driver.find_elements(By.TAG_NAME, "h2")]
+                assert headings[0] == "The algorithm" and "What changes from" in visible
+                assert driver.find_elements(By.CSS_SELECTOR, ".diff .add") and driver.find_elements(By.CSS_SELECTOR, ".diff .del")
+            if name != "index.html":
+                assert len(driver.find_elements(By.CSS_SELECTOR, "nav.pages a")) >= 2
         driver.save_screenshot(str(tmp_path / "index.png"))
         assert Path(tmp_path / "index.png").stat().st_size > 5_000
     finally:
