@@ -15,9 +15,9 @@ from conftest import TICK_LIMIT, TickEnv, assert_policy_equals_library, run_scri
 import ppo_continuous as ppo
 
 
-def test_gaussian_log_prob_and_entropy_match_closed_form():
+def test_gaussian_log_prob_and_entropy_match_closed_form(module=ppo):
     torch.manual_seed(0)
-    agent = ppo.Agent(3, 2)
+    agent = module.Agent(3, 2)
     with torch.no_grad():
         agent.actor_logstd.copy_(torch.tensor([[0.3, -0.7]]))
     obs = torch.randn(5, 3)
@@ -32,9 +32,9 @@ def test_gaussian_log_prob_and_entropy_match_closed_form():
     torch.testing.assert_close(entropy.detach(), torch.full((5,), expected_entropy))
 
 
-def test_written_out_gaussian_equals_torch_distributions_bit_for_bit():
+def test_written_out_gaussian_equals_torch_distributions_bit_for_bit(module=ppo):
     torch.manual_seed(0)
-    agent = ppo.Agent(3, 2)
+    agent = module.Agent(3, 2)
     with torch.no_grad():
         agent.actor_logstd.copy_(torch.tensor([[0.3, -0.7]]))
     obs = torch.randn(64, 3)
@@ -47,24 +47,24 @@ def test_written_out_gaussian_equals_torch_distributions_bit_for_bit():
                                  list(agent.actor.parameters()) + [agent.actor_logstd], continuous=True)
 
 
-def test_initial_policy_mean_is_near_zero_with_unit_std():
-    agent = ppo.Agent(4, 3)
+def test_initial_policy_mean_is_near_zero_with_unit_std(module=ppo):
+    agent = module.Agent(4, 3)
     assert agent.actor(torch.randn(100, 4)).abs().max() < 0.1
     assert torch.equal(agent.actor_logstd, torch.zeros(1, 3))
 
 
-def test_running_mean_std_matches_numpy_over_batches():
+def test_running_mean_std_matches_numpy_over_batches(module=ppo):
     rng = np.random.default_rng(0)
     data = rng.normal(3.0, 2.0, size=(1000, 4))
-    rms = ppo.RunningMeanStd((4,))
+    rms = module.RunningMeanStd((4,))
     for batch in np.split(data, [1, 7, 300, 301, 999]):
         rms.update(batch)
     np.testing.assert_allclose(rms.mean, data.mean(0), rtol=1e-6)
     np.testing.assert_allclose(rms.var, data.var(0), rtol=1e-3)  # the tiny initial count (1e-4) biases it a hair
 
 
-def test_reward_scale_is_std_of_discounted_return_reset_at_episode_end():
-    normalizer = ppo.Normalizer(obs_dim=1, num_envs=1, gamma=0.5, clip_obs=10, clip_reward=10)
+def test_reward_scale_is_std_of_discounted_return_reset_at_episode_end(module=ppo):
+    normalizer = module.Normalizer(obs_dim=1, num_envs=1, gamma=0.5, clip_obs=10, clip_reward=10)
     rewards, dones = [1.0, 1.0, 1.0, 1.0], [False, True, False, False]
     discounted = []
     for r, d in zip(rewards, dones, strict=True):
@@ -78,8 +78,8 @@ def test_reward_scale_is_std_of_discounted_return_reset_at_episode_end():
     assert discounted == [1.0, 1.5, 1.0, 1.5]  # R restarts after the episode ended at step 2
 
 
-def test_observation_normalisation_and_clip():
-    normalizer = ppo.Normalizer(obs_dim=2, num_envs=2, gamma=0.99, clip_obs=1.5, clip_reward=10)
+def test_observation_normalisation_and_clip(module=ppo):
+    normalizer = module.Normalizer(obs_dim=2, num_envs=2, gamma=0.99, clip_obs=1.5, clip_reward=10)
     out = normalizer.normalize_obs(np.array([[0.0, 10.0], [2.0, 30.0]]))  # mean (1, 20), std (1, 10)
     np.testing.assert_allclose(out, [[-1.0, -1.0], [1.0, 1.0]], rtol=1e-3)
     frozen = normalizer.normalize_obs(np.array([[100.0, 20.0]]), update=False)

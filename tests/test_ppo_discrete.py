@@ -13,17 +13,17 @@ from conftest import assert_policy_equals_library, run_script, short_args
 import ppo_discrete as ppo
 
 
-def test_agent_shapes_and_initial_policy_is_near_uniform():
-    agent = ppo.Agent(4, 3)
+def test_agent_shapes_and_initial_policy_is_near_uniform(module=ppo):
+    agent = module.Agent(4, 3)
     action, logprob, entropy, value = agent.get_action_and_value(torch.randn(7, 4))
     assert action.shape == logprob.shape == entropy.shape == value.shape == (7,)
     # the 0.01-scaled policy head makes the first policy almost uniform: H ≈ log 3
     assert entropy.mean().item() == pytest.approx(math.log(3), abs=1e-3)
 
 
-def test_written_out_categorical_equals_torch_distributions_bit_for_bit():
+def test_written_out_categorical_equals_torch_distributions_bit_for_bit(module=ppo):
     torch.manual_seed(0)
-    agent = ppo.Agent(4, 3)
+    agent = module.Agent(4, 3)
     with torch.no_grad():
         agent.actor[-1].weight.mul_(300)  # a clearly non-uniform policy
     obs = torch.randn(64, 4)

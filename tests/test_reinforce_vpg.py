@@ -28,35 +28,35 @@ def naive_rewards_to_go(rewards, dones, gamma):
 
 
 @pytest.mark.parametrize("gamma", [1.0, 0.9])
-def test_rewards_to_go_match_double_loop_and_never_cross_an_episode(gamma):
+def test_rewards_to_go_match_double_loop_and_never_cross_an_episode(gamma, module=reinforce):
     rng = np.random.default_rng(0)
     lengths = [1, 4, 7, 2, 9]
     dones = np.concatenate([[0.0] * (n - 1) + [1.0] for n in lengths])
     rewards = rng.normal(size=len(dones))
-    returns = reinforce.compute_returns(torch.tensor(rewards, dtype=torch.float32), torch.tensor(dones, dtype=torch.float32),
+    returns = module.compute_returns(torch.tensor(rewards, dtype=torch.float32), torch.tensor(dones, dtype=torch.float32),
                                         gamma)
     np.testing.assert_allclose(returns.numpy(), naive_rewards_to_go(rewards, dones, gamma), rtol=1e-5, atol=1e-5)
     ends = np.flatnonzero(dones)
     np.testing.assert_allclose(returns.numpy()[ends], rewards[ends], rtol=1e-6)  # G = r at every last step
 
 
-def test_reinforce_loss_by_hand():
+def test_reinforce_loss_by_hand(module=reinforce):
     """L = −(1/B) Σ log π(a_t|s_t) G_t, so ∂L/∂log π(a_t|s_t) = −G_t / B."""
     logprob = torch.tensor([math.log(0.5), math.log(0.25)], requires_grad=True)
-    loss = reinforce.reinforce_loss(logprob, torch.tensor([2.0, -1.0]))
+    loss = module.reinforce_loss(logprob, torch.tensor([2.0, -1.0]))
     assert loss.item() == pytest.approx(-(math.log(0.5) * 2.0 - math.log(0.25)) / 2)
     loss.backward()
     torch.testing.assert_close(logprob.grad, torch.tensor([-1.0, 0.5]))
 
 
-def test_vpg_losses_by_hand():
+def test_vpg_losses_by_hand(module=vpg):
     logprob = torch.tensor([-1.0, -2.0, -0.5], requires_grad=True)
-    loss = vpg.vpg_loss(logprob, torch.tensor([1.0, -1.0, 3.0]))
+    loss = module.vpg_loss(logprob, torch.tensor([1.0, -1.0, 3.0]))
     assert loss.item() == pytest.approx(-(-1.0 + 2.0 - 1.5) / 3)
     loss.backward()
     torch.testing.assert_close(logprob.grad, torch.tensor([-1.0, 1.0, -3.0]) / 3)
     # (V − R̂)² averaged: ((1−3)² + (0−0)²) / 2 = 2, no ½ factor (as in Spinning Up)
-    assert vpg.value_loss(torch.tensor([1.0, 0.0]), torch.tensor([3.0, 0.0])).item() == pytest.approx(2.0)
+    assert module.value_loss(torch.tensor([1.0, 0.0]), torch.tensor([3.0, 0.0])).item() == pytest.approx(2.0)
 
 
 def test_vpg_value_targets_bootstrap_cut_and_truncated_paths_but_not_terminated_ones():
@@ -112,7 +112,7 @@ def test_gaussian_head_sums_log_probs_over_action_dimensions(module):
 
 def module_policy(module, agent, obs, action):
     """(log π(a|s), H) from either script's agent: vpg's method also returns the action and V."""
-    out = agent.get_action(obs, action) if module is reinforce else agent.get_action_and_value(obs, action)
+    out = agent.get_action(obs, action) if hasattr(agent, "get_action") else agent.get_action_and_value(obs, action)
     return out[1], out[2]
 
 
@@ -132,7 +132,7 @@ def test_written_out_policies_equal_torch_distributions_bit_for_bit(module, cont
         return torch.distributions.Categorical(logits=out)
 
     def policy(o, a):
-        return agent.get_action(o, a) if module is reinforce else agent.get_action_and_value(o, a)[:3]
+        return agent.get_action(o, a) if hasattr(agent, "get_action") else agent.get_action_and_value(o, a)[:3]
 
     params = list(agent.actor.parameters()) + ([agent.actor_logstd] if continuous else [])
     assert_policy_equals_library(policy, library_dist, obs, params, continuous)

@@ -1,0 +1,52 @@
+"""The exercises, in order: what each one blanks in the student's copy of the scripts, with the
+one-line hint its NotImplementedError gives. `make.py` cuts them out; `grade.py` checks them.
+
+A part names a function or method of a script, and optionally one branch of its `if
+self.continuous:` (reinforce.py and vpg.py hold both policy heads in one method: the "else"
+branch is the categorical head, the "if" branch the Gaussian one).
+"""
+
+from typing import NamedTuple
+
+SCRIPTS = ["reinforce", "vpg", "ppo_discrete", "ppo_continuous"]  # the reading order
+
+
+class Part(NamedTuple):
+    script: str
+    name: str  # "compute_gae" or "Agent.get_action_and_value"
+    branch: str | None = None  # None: the whole body; "if" / "else": one branch of `if self.continuous:`
+
+
+class Exercise(NamedTuple):
+    number: int
+    title: str
+    parts: list[Part]
+    hint: str
+
+
+LADDER = [
+    Exercise(1, "rewards-to-go", [Part("reinforce", "compute_returns")],
+             "loop from the last step back: G_t = r_t + γ(1 − done_t) G_{t+1}"),
+    Exercise(2, "the REINFORCE loss", [Part("reinforce", "reinforce_loss")],
+             "L = −(1/B) Σ_t log π(a_t|s_t) G_t, one line"),
+    Exercise(3, "the categorical policy: sampling, log-probability, entropy",
+             [Part("reinforce", "Agent.get_action", "else"), Part("vpg", "Agent.get_action_and_value", "else"),
+              Part("ppo_discrete", "Agent.get_action_and_value")],
+             "log π(·|s) = z − logsumexp(z); sample from its softmax; H = −Σ_a π log π"),
+    Exercise(4, "GAE, with termination and truncation told apart",
+             [Part("vpg", "compute_gae"), Part("ppo_discrete", "compute_gae"), Part("ppo_continuous", "compute_gae")],
+             "δ_t masks V(s_{t+1}) by terminated_t only; the recursion over A stops at either end"),
+    Exercise(5, "the VPG losses", [Part("vpg", "vpg_loss"), Part("vpg", "value_loss")],
+             "−mean(log π · Â) for the policy; mean((V − R̂)²) for the critic"),
+    Exercise(6, "PPO's clipped surrogate, value clipping and entropy bonus",
+             [Part("ppo_discrete", "ppo_loss"), Part("ppo_continuous", "ppo_loss")],
+             "−min(r Â, clip(r, 1 ± ε) Â), averaged; plus c₁ L_V, minus c₂ H; and the stats dict"),
+    Exercise(7, "the diagonal Gaussian policy: sampling, log-probability, entropy",
+             [Part("reinforce", "Agent.get_action", "if"), Part("vpg", "Agent.get_action_and_value", "if"),
+              Part("ppo_continuous", "Agent.get_action_and_value")],
+             "independent dimensions: log-probs and entropies are sums over the last axis"),
+    Exercise(8, "running normalisation of observations and rewards",
+             [Part("ppo_continuous", "RunningMeanStd.update"), Part("ppo_continuous", "Normalizer.normalize_obs"),
+              Part("ppo_continuous", "Normalizer.scale_reward")],
+             "merge each batch's mean and variance with its count; scale r by the std of γR + r"),
+]
