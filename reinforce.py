@@ -466,7 +466,8 @@ def save_checkpoint(args: Args, run_dir: str, agent: Agent, global_step: int) ->
     torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
                 "env_id": importable_env_id(args.env_id),  # as --eval-checkpoint makes the env
                 "obs_dim": agent.actor[0].in_features, "act_dim": agent.actor[-1].out_features,
-                "continuous": agent.continuous}, path)
+                "continuous": agent.continuous}, path + ".tmp")
+    os.replace(path + ".tmp", path)  # all or nothing: a Ctrl-C mid-write leaves no half file
     print(f"model saved to {path}")
     return path
 
@@ -475,20 +476,20 @@ def finish(args: Args, run_dir: str, writer, agent: Agent, global_step: int, epi
            interrupted: bool) -> dict:
     """After training, or after a Ctrl-C: save the model, evaluate it (unless interrupted), close
     the logs; return a summary of the run."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises KeyboardInterrupt
-    if args.save_model:
-        save_checkpoint(args, run_dir, agent, global_step)
     eval_returns, when = [], f"at step {global_step:,}"
-    if args.eval_episodes > 0 and not interrupted:
-        # By default seeds the training envs never used, so the evaluation starts from unseen
-        # initial states; `main` uses the same seed for --eval-checkpoint.
-        seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
-        try:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises KeyboardInterrupt
+    try:  # a Ctrl-C while saving or evaluating ends that, and the logs are still flushed below
+        if args.save_model:
+            save_checkpoint(args, run_dir, agent, global_step)
+        if args.eval_episodes > 0 and not interrupted:
+            # By default seeds the training envs never used, so the evaluation starts from
+            # unseen initial states; `main` uses the same seed for --eval-checkpoint.
+            seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
             eval_returns = evaluate(agent, args.env_id, args, seed, run_dir)
-        except KeyboardInterrupt:  # Ctrl-C during the evaluation: it ends, the rest is kept
-            interrupted, when = True, "during the evaluation"
-        for i, r in enumerate(eval_returns):
-            writer.add_scalar("eval/episodic_return", r, i)
+    except KeyboardInterrupt:
+        interrupted, when = True, "after training, while saving or evaluating"
+    for i, r in enumerate(eval_returns):
+        writer.add_scalar("eval/episodic_return", r, i)
     writer.close()
     if interrupted:
         print(f"interrupted {when}; logs flushed to {run_dir}", file=sys.stderr)

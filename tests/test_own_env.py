@@ -189,7 +189,7 @@ def test_ctrl_c_during_the_evaluation_exits_cleanly(name, tmp_path):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Traceback" not in err, err
-    assert "interrupted during the evaluation" in err
+    assert "interrupted after training, while saving or evaluating" in err
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert (run_dir / "model.pt").exists()
     assert any(f.name.startswith("events.out.tfevents") and f.stat().st_size > 0 for f in run_dir.iterdir())
