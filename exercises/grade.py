@@ -288,11 +288,13 @@ CHECKS = {
          kw_test(test_ppo_continuous.test_observation_normalisation_and_clip))],
 }
 CASES = [(1.5, 2.0, -2.4, 0.0), (1.5, -2.0, 3.0, 3.0), (0.5, 2.0, -1.0, -1.0), (0.5, -2.0, 1.6, 0.0), (1.1, 2.0, -2.2, -2.2)]
-# A learning run once every exercise of a script passes: (env, flags, return to reach).
+# A learning run once every exercise of a script passes: (env, flags, return to reach). With seed 1
+# the reference scripts reach 473, 355, 285 and 1000; the budgets leave room for an implementation
+# that is right but draws its random numbers differently (ppo_discrete.py: 222 at 100k, 279 at 150k).
 LEARNING = {
     "reinforce": ("CartPole-v1", dict(total_timesteps=200_000), 200),
     "vpg": ("CartPole-v1", dict(total_timesteps=300_000, learning_rate=1e-3), 200),
-    "ppo_discrete": ("CartPole-v1", dict(total_timesteps=100_000), 200),
+    "ppo_discrete": ("CartPole-v1", dict(total_timesteps=200_000), 200),
     "ppo_continuous": ("InvertedPendulum-v4", dict(total_timesteps=100_000), 200),
 }
 
