@@ -74,17 +74,22 @@ def loss_is_mean(name):
     return check
 
 
+def acting(agent):
+    """(obs, action=None) -> (action, log π(a|s), H) through the agent's own method, whichever
+    the script names it (reinforce.py: get_action; the others: get_action_and_value)."""
+    def policy(obs, action=None):
+        out = agent.get_action(obs, action) if hasattr(agent, "get_action") else agent.get_action_and_value(obs, action)
+        return out[0], out[1], out[2]
+    return policy
+
+
 def categorical(m):
     """A non-uniform categorical policy of the module's own Agent, and a function giving its
     (action, log π(a|s), H) on observations."""
     agent = exact.make_agent(m, 3, 4, continuous=False)
     with torch.no_grad():
         agent.actor[-1].weight.mul_(100)
-
-    def policy(obs, action=None):
-        out = agent.get_action(obs, action) if hasattr(agent, "get_action") else agent.get_action_and_value(obs, action)
-        return out[0], out[1], out[2]
-    return agent, policy
+    return agent, acting(agent)
 
 
 def all_log_probs(policy, obs, n_actions=4):
@@ -131,11 +136,7 @@ def gaussian(m):
     with torch.no_grad():
         agent.actor_logstd.copy_(torch.tensor([0.3, -0.7, 0.1]).reshape(agent.actor_logstd.shape))
     std = agent.actor_logstd.detach().flatten().exp()
-
-    def policy(obs, action=None):
-        out = agent.get_action(obs, action) if hasattr(agent, "get_action") else agent.get_action_and_value(obs, action)
-        return out[0], out[1], out[2]
-    return agent, policy, std
+    return agent, acting(agent), std
 
 
 def gaussian_log_density(agent, std, obs, action):
