@@ -111,6 +111,15 @@ class Args:
     """the global L2 norm of the gradient is clipped to this value"""
     target_kl: float | None = None
     """stop an update's epochs once an epoch's mean approx-KL exceeds it; typical 0.01 to 0.05"""
+    bootstrap_truncation: bool = True
+    """bootstrap a time-limit truncation with V(final observation) (Pardo et al. 2018);
+    --no-bootstrap-truncation treats it as a termination, as CleanRL does (an ablation)"""
+    norm_obs: bool = True
+    """normalise observations by running statistics (continuous details 6-7); --no-norm-obs
+    gives the networks the raw observations (an ablation)"""
+    norm_reward: bool = True
+    """scale rewards by the std of the running discounted return (continuous details 8-9);
+    --no-norm-reward learns from the raw rewards (an ablation)"""
     clip_obs: float = 10.0
     """normalised observations are clipped to ±clip_obs (continuous detail 7)"""
     clip_reward: float = 10.0
@@ -335,8 +344,8 @@ def train(args: Args) -> dict:
     batch_size = args.num_envs * args.num_steps
     minibatch_size = batch_size // args.num_minibatches
     num_iterations = args.total_timesteps // batch_size
-    env_name = args.env_id.rpartition(":")[2]  # without the module of module:EnvId
-    run_name = f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    # The env id without the module of module:EnvId (Windows forbids a colon in a folder name).
+    run_name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = os.path.join(args.log_dir, run_name)
     writer = SummaryWriter(run_dir)
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
@@ -354,6 +363,8 @@ def train(args: Args) -> dict:
     action_low, action_high = envs.single_action_space.low, envs.single_action_space.high
     agent = Agent(obs_dim, act_dim, args.hidden_size).to(device)
     normalizer = Normalizer(obs_dim, args.num_envs, args.gamma, args.clip_obs, args.clip_reward)
+    # Switched off (--no-norm-obs, an ablation), the networks see the raw observations.
+    normalize_obs = normalizer.normalize_obs if args.norm_obs else lambda obs, update=True: obs
     # Adam with ε = 1e-5 instead of 1e-8 (core detail 3); the fused kernel is fastest on a CPU.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
@@ -372,7 +383,7 @@ def train(args: Args) -> dict:
     episode_return, episode_length = np.zeros(args.num_envs), np.zeros(args.num_envs, dtype=int)
     episodic_returns, recent_returns = [], deque(maxlen=20)
     next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
-    next_obs_np = normalizer.normalize_obs(next_obs_np)
+    next_obs_np = normalize_obs(next_obs_np)
     next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
     stop = stop_on_ctrl_c()  # a Ctrl-C ends the loop after the current update (see below `train`)
     guard = Guard(args, run_dir, writer, agent, normalizer)  # stops the run on NaN or inf
@@ -393,11 +404,12 @@ def train(args: Args) -> dict:
             env_action = np.clip(action.cpu().numpy(), action_low, action_high)
             next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
             guard.check_env(next_obs_np, reward, infos, global_step)
-            scaled_reward = normalizer.scale_reward(reward, terminated | truncated)
+            scaled_reward = (normalizer.scale_reward(reward, terminated | truncated)
+                             if args.norm_reward else reward)
             rewards[step] = torch.as_tensor(scaled_reward, device=device)
             terminations[step] = torch.as_tensor(terminated, device=device)
             truncations[step] = torch.as_tensor(truncated, device=device)
-            next_obs_np = normalizer.normalize_obs(next_obs_np)
+            next_obs_np = normalize_obs(next_obs_np)
             next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
             if truncated.any():  # bootstrap value of a cut episode: V of its real final observation
                 # A MuJoCo episode that does not fall ends here, at its 1000-step limit (every
@@ -405,7 +417,7 @@ def train(args: Args) -> dict:
                 # one (statistics not updated: it is not acted on).
                 idx = np.flatnonzero(truncated)
                 final_obs_np = np.stack(infos["final_obs"][idx])
-                final_obs_np = normalizer.normalize_obs(final_obs_np, update=False)
+                final_obs_np = normalize_obs(final_obs_np, update=False)
                 final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                 with torch.no_grad():
                     final_values[step, idx] = agent.get_value(final_obs)
@@ -425,7 +437,11 @@ def train(args: Args) -> dict:
         # truncated. After a termination it is the reset observation's value, masked in GAE.
         next_values = torch.cat([values[1:], next_value[None]])
         next_values = torch.where(truncations.bool(), final_values, next_values)
-        advantages, returns = compute_gae(rewards, values, next_values, terminations, truncations,
+        # Switched off (--no-bootstrap-truncation, an ablation), a truncation counts as a
+        # termination, as in CleanRL: the future of a cut episode is taken to be 0.
+        terminal = (terminations if args.bootstrap_truncation
+                    else torch.maximum(terminations, truncations))
+        advantages, returns = compute_gae(rewards, values, next_values, terminal, truncations,
                                           args.gamma, args.gae_lambda)
 
         # --- flatten the batch: (T, N, ...) -> (T·N, ...) ---
@@ -583,12 +599,14 @@ def importable_env_id(env_id: str) -> str:
     return f"{module}:{env_id}"
 
 
-def evaluate(agent: Agent, normalizer: Normalizer, env_id: str, args: Args, seed: int, folder: str):
+def evaluate(agent: Agent, normalizer: Normalizer | None, env_id: str, args: Args, seed: int,
+             folder: str):
     """Play --eval-episodes episodes on the CPU with the mean action μ_θ(s), clipped to the
-    bounds, seeing observations normalised with the training statistics, frozen; film them into
-    <folder>/videos with --capture-video; print and return their returns. The seed of the first
-    reset fixes the whole sequence of episodes. An env without a time limit gets one of
-    10,000 steps, so that no episode runs for ever."""
+    bounds, seeing observations normalised with the training statistics, frozen (raw ones if
+    `normalizer` is None, after --no-norm-obs); film them into <folder>/videos with
+    --capture-video; print and return their returns. The seed of the first reset fixes the whole
+    sequence of episodes. An env without a time limit gets one of 10,000 steps, so that no
+    episode runs for ever."""
     env = make_env(env_id, render_mode="rgb_array") if args.capture_video else make_env(env_id)
     if env.spec is None or env.spec.max_episode_steps is None:  # never an endless episode
         env = gym.wrappers.TimeLimit(env, 10_000)
@@ -600,7 +618,9 @@ def evaluate(agent: Agent, normalizer: Normalizer, env_id: str, args: Args, seed
         obs, _ = env.reset(seed=seed if episode == 0 else None)
         episode_return, done = 0.0, False
         while not done:
-            obs = normalizer.normalize_obs(obs[None], update=False)
+            obs = obs[None]  # a batch of one, (1, obs_dim)
+            if normalizer is not None:
+                obs = normalizer.normalize_obs(obs, update=False)
             with torch.no_grad():
                 mean = agent.actor(torch.as_tensor(obs, dtype=torch.float32))[0]
             obs, reward, terminated, truncated, _ = env.step(np.clip(mean.numpy(), low, high))
@@ -613,7 +633,9 @@ def evaluate(agent: Agent, normalizer: Normalizer, env_id: str, args: Args, seed
     return returns
 
 
-def load_checkpoint(path: str) -> tuple[Agent, Normalizer, dict]:
+def load_checkpoint(path: str) -> tuple[Agent, Normalizer | None, dict]:
+    """The agent, the normaliser that its observations need (None after --no-norm-obs) and the
+    checkpoint's dict."""
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     hidden_size = checkpoint["args"].get("hidden_size", 64)  # saved before the flag existed: 64
     agent = Agent(checkpoint["obs_dim"], checkpoint["act_dim"], hidden_size)
@@ -630,7 +652,7 @@ def load_checkpoint(path: str) -> tuple[Agent, Normalizer, dict]:
     ret.mean, ret.var = state["return_mean"].numpy(), state["return_var"].numpy()
     obs.count, ret.count = state["obs_count"], state["return_count"]
     normalizer.discounted_return = state["discounted_return"].numpy()
-    return agent, normalizer, checkpoint
+    return agent, normalizer if args.get("norm_obs", True) else None, checkpoint
 
 
 def normalizer_state(normalizer: Normalizer) -> dict:
@@ -668,7 +690,8 @@ def finish(args: Args, run_dir: str, writer, agent: Agent, normalizer: Normalize
             # By default seeds the training envs never used, so the evaluation starts from
             # unseen initial states; `main` uses the same seed for --eval-checkpoint.
             seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
-            eval_returns = evaluate(agent, normalizer, args.env_id, args, seed, run_dir)
+            eval_returns = evaluate(agent, normalizer if args.norm_obs else None, args.env_id,
+                                    args, seed, run_dir)
     except KeyboardInterrupt:
         interrupted, when = True, "after training, while saving or evaluating"
     for i, r in enumerate(eval_returns):

@@ -110,6 +110,9 @@ class Args:
     """the global L2 norm of the gradient is clipped to this value"""
     target_kl: float | None = None
     """stop an update's epochs once an epoch's mean approx-KL exceeds it; typical 0.01 to 0.05"""
+    bootstrap_truncation: bool = True
+    """bootstrap a time-limit truncation with V(final observation) (Pardo et al. 2018);
+    --no-bootstrap-truncation treats it as a termination, as CleanRL does (an ablation)"""
 
 
 def make_env(env_id: str, **kwargs) -> gym.Env:
@@ -262,8 +265,8 @@ def train(args: Args) -> dict:
     batch_size = args.num_envs * args.num_steps
     minibatch_size = batch_size // args.num_minibatches
     num_iterations = args.total_timesteps // batch_size
-    env_name = args.env_id.rpartition(":")[2]  # without the module of module:EnvId
-    run_name = f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    # The env id without the module of module:EnvId (Windows forbids a colon in a folder name).
+    run_name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = os.path.join(args.log_dir, run_name)
     writer = SummaryWriter(run_dir)
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
@@ -340,7 +343,11 @@ def train(args: Args) -> dict:
         # truncated. After a termination it is the reset observation's value, masked in GAE.
         next_values = torch.cat([values[1:], next_value[None]])
         next_values = torch.where(truncations.bool(), final_values, next_values)
-        advantages, returns = compute_gae(rewards, values, next_values, terminations, truncations,
+        # Switched off (--no-bootstrap-truncation, an ablation), a truncation counts as a
+        # termination, as in CleanRL: the future of a cut episode is taken to be 0.
+        terminal = (terminations if args.bootstrap_truncation
+                    else torch.maximum(terminations, truncations))
+        advantages, returns = compute_gae(rewards, values, next_values, terminal, truncations,
                                           args.gamma, args.gae_lambda)
 
         # --- flatten the batch: (T, N, ...) -> (T·N, ...) ---

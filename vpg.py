@@ -237,8 +237,8 @@ def train(args: Args) -> dict:
     check_args(args)
     batch_size = args.num_envs * args.num_steps
     num_iterations = args.total_timesteps // batch_size
-    env_name = args.env_id.rpartition(":")[2]  # without the module of module:EnvId
-    run_name = f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    # The env id without the module of module:EnvId (Windows forbids a colon in a folder name).
+    run_name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = os.path.join(args.log_dir, run_name)
     writer = SummaryWriter(run_dir)
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())

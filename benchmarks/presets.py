@@ -49,6 +49,25 @@ SUITES = {
     ],
 }
 
+# The ablations (benchmarks/ABLATIONS.md): each cell switches one detail of the PPO scripts off,
+# and its variant name (the fifth item) goes into the run id, so that it never collides with the
+# default run of the same seed. A cell without a variant is the default it is compared with: the
+# same command as a run of the classic or mujoco suite, so those finished runs are reused.
+PENDULUM = ["--total-timesteps", "300000"]  # every Pendulum episode is truncated at 200 steps
+DETAILS = ["--no-bootstrap-truncation", "--no-norm-obs", "--no-norm-reward"]
+ABLATIONS = (
+    [("ppo_continuous", "Pendulum-v1", PENDULUM, FIVE_SEEDS)]
+    + [("ppo_continuous", "Pendulum-v1", PENDULUM + [flag], FIVE_SEEDS, flag[2:]) for flag in DETAILS]
+    + [("ppo_discrete", "CartPole-v1", [], FIVE_SEEDS),
+       ("ppo_discrete", "CartPole-v1", [DETAILS[0]], FIVE_SEEDS, DETAILS[0][2:])]
+    + [("ppo_continuous", "Hopper-v4", [], THREE_SEEDS)]
+    + [("ppo_continuous", "Hopper-v4", [flag], THREE_SEEDS, flag[2:]) for flag in DETAILS]
+    + [cell for env_id in ("HalfCheetah-v4", "Walker2d-v4") for cell in (
+        ("ppo_continuous", env_id, [], THREE_SEEDS),
+        ("ppo_continuous", env_id, [DETAILS[0]], THREE_SEEDS, DETAILS[0][2:]))]
+)
+SUITES["ablations"] = ABLATIONS
+
 # Published figures to print beside ours (see RESULTS.md for the metric of each source).
 REFERENCES = {
     ("ppo_discrete", "CartPole-v1"): "CleanRL ppo.py 490.04 ± 6.12 at 500k (last-100 training mean, 3 seeds)",

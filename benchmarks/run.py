@@ -38,14 +38,19 @@ DEFAULT_OUT = ROOT / "benchmarks" / "results"
 SUMMARY_COLUMNS = ["algo", "env_id", "seed", "total_timesteps", "final_return", "wall_seconds", "sps", "command"]
 
 
-def run_id(script: str, env_id: str, seed: int) -> str:
-    return f"{script}__{env_id}__seed{seed}"
+def run_id(script: str, env_id: str, seed: int, variant: str | None = None) -> str:
+    return f"{script}__{env_id}__{variant}__seed{seed}" if variant else f"{script}__{env_id}__seed{seed}"
 
 
 def matrix(suite: str) -> list[dict]:
-    """The runs of a suite, in the presets' order: one dict per (script, env, seed)."""
-    return [{"id": run_id(script, env_id, seed), "suite": suite, "algo": script, "env_id": env_id, "seed": seed, "flags": flags}
-            for script, env_id, flags, seeds in SUITES[suite] for seed in seeds]
+    """The runs of a suite, in the presets' order: one dict per (script, env, seed). A cell may
+    name a variant as its fifth item (the ablations), which the run id and the result carry."""
+    runs = []
+    for script, env_id, flags, seeds, *variant in SUITES[suite]:
+        variant = variant[0] if variant else None
+        runs += [{"id": run_id(script, env_id, seed, variant), "suite": suite, "algo": script, "env_id": env_id,
+                  "seed": seed, "flags": flags, "variant": variant} for seed in seeds]
+    return runs
 
 
 def command(run: dict, log_dir: str | None = None) -> list[str]:
@@ -95,6 +100,7 @@ def perform(run: dict, root: Path, log_dir: Path, workers: int = 1) -> dict:
     function serves the local backend and a Ray task on another machine."""
     cmd = command(run)
     result = {"algo": run["algo"], "env_id": run["env_id"], "seed": run["seed"], "suite": run["suite"],
+              "variant": run.get("variant"),
               "command": shlex.join(cmd), "machine": machine(), "workers": workers,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     start = time.time()
@@ -212,7 +218,7 @@ def run_matrix(runs: list[dict], out: Path, workers: int, backend: str = "local"
                 try:
                     result = ray.get(ready[0])
                 except Exception as error:  # the task itself failed: worker lost, out of memory, a bug, ...
-                    result = {key: run.get(key) for key in ("algo", "env_id", "seed", "suite")}
+                    result = {key: run.get(key) for key in ("algo", "env_id", "seed", "suite", "variant")}
                     result.update(status="failed", error=f"{type(error).__name__}: {str(error).strip().splitlines()[-1]}")
                 finish(run, result)
         finally:
