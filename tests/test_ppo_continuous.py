@@ -157,6 +157,89 @@ def test_rollout_bootstraps_truncation_with_normalised_final_observation(monkeyp
     torch.testing.assert_close(next_values[:-1][inside], values[1:][inside])
 
 
+def record_first_rollout(monkeypatch, log_dir, **overrides) -> dict:
+    """Train one 12-step iteration of 2 TickContinuous envs (truncated at step 5 and 10) and
+    return what the first rollout handed on: the observations the policy acted on, the raw ones
+    the envs returned, the inputs of GAE, and V of the raw final observation (L, 1) under the
+    critic of that rollout."""
+    seen = {"acted_on": [], "raw": [], "agents": []}
+    real_make_vec_env, real_gae = ppo.make_vec_env, ppo.compute_gae
+
+    class RecordingAgent(ppo.Agent):
+        def __init__(self, *a):
+            super().__init__(*a)
+            seen["agents"].append(self)
+
+        def get_action_and_value(self, obs, action=None):
+            if action is None:  # acting in the rollout, not re-evaluating in the update
+                seen["acted_on"].append(obs.clone())
+            return super().get_action_and_value(obs, action)
+
+    def recording_make_vec_env(env_id, num_envs):
+        envs = real_make_vec_env(env_id, num_envs)
+        real_reset, real_step = envs.reset, envs.step
+        envs.reset = lambda **kw: (out := real_reset(**kw), seen["raw"].append(out[0].copy()))[0]
+        envs.step = lambda a: (out := real_step(a), seen["raw"].append(out[0].copy()))[0]
+        return envs
+
+    def spy_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
+        if "rewards" not in seen:
+            with torch.no_grad():
+                final_value = seen["agents"][0].get_value(torch.tensor([[float(TICK_LIMIT), 1.0]]))
+            seen.update(rewards=rewards.clone(), next_values=next_values.clone(), truncations=truncations.clone(),
+                        raw_final_value=final_value)
+        return real_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda)
+
+    monkeypatch.setattr(ppo, "Agent", RecordingAgent)
+    monkeypatch.setattr(ppo, "make_vec_env", recording_make_vec_env)
+    monkeypatch.setattr(ppo, "compute_gae", spy_gae)
+    ppo.train(short_args(ppo, log_dir, env_id="TickContinuous-v0", num_envs=2, num_steps=12, num_minibatches=2,
+                         total_timesteps=24, **overrides))
+    monkeypatch.undo()  # so that the next run records afresh
+    seen["acted_on"] = torch.stack(seen["acted_on"][:12])  # (T, N, obs_dim)
+    seen["raw"] = torch.tensor(np.stack(seen["raw"][:12]), dtype=torch.float32)
+    return seen
+
+
+def test_no_norm_obs_gives_the_networks_raw_observations_and_changes_nothing_else(monkeypatch, log_dir):
+    """--no-norm-obs (an ablation): the policy acts on, and the critic bootstraps from, the raw
+    observations; the rewards are scaled as by default."""
+    default = record_first_rollout(monkeypatch, log_dir)
+    # clip_obs 2 < the clock's 5: an observation normalised anywhere, even with the untouched
+    # statistics (mean 0, variance 1), would be clipped and so seen.
+    raw = record_first_rollout(monkeypatch, log_dir, norm_obs=False, clip_obs=2.0)
+    assert torch.equal(raw["acted_on"], raw["raw"])
+    assert not torch.allclose(default["acted_on"], default["raw"])  # the default normalises them
+    cut = raw["truncations"].bool()
+    torch.testing.assert_close(raw["next_values"][cut], raw["raw_final_value"].expand(4))  # V of (L, 1) itself
+    assert torch.equal(raw["rewards"], default["rewards"])
+
+
+def test_no_norm_reward_learns_from_raw_rewards_and_changes_nothing_else(monkeypatch, log_dir):
+    """--no-norm-reward (an ablation): GAE gets the env's rewards as they are (1 at every step of
+    TickEnv); the observations are normalised as by default, so the same seed acts the same."""
+    default = record_first_rollout(monkeypatch, log_dir)
+    raw = record_first_rollout(monkeypatch, log_dir, norm_reward=False)
+    assert torch.equal(raw["rewards"], torch.ones(12, 2))
+    assert not torch.allclose(default["rewards"], torch.ones(12, 2))  # the default scales them
+    assert torch.equal(raw["acted_on"], default["acted_on"])
+
+
+def test_no_norm_obs_checkpoint_is_evaluated_on_raw_observations(log_dir, capsys):
+    """A checkpoint of a --no-norm-obs run is evaluated as it was trained, on raw observations:
+    load_checkpoint gives no normaliser, and --eval-checkpoint prints the line the evaluation
+    after training printed, whatever statistics the checkpoint holds."""
+    result = ppo.train(short_args(ppo, log_dir, norm_obs=False, save_model=True, eval_episodes=2))
+    after_training = capsys.readouterr().out.strip().splitlines()[-1]
+    path = os.path.join(result["run_dir"], "model.pt")
+    assert ppo.load_checkpoint(path)[1] is None
+    checkpoint = torch.load(path, weights_only=True)  # statistics that would change every action
+    checkpoint["normalizer"]["obs_mean"] += 5.0
+    torch.save(checkpoint, path)
+    ppo.main(ppo.Args(eval_checkpoint=path, eval_episodes=2))
+    assert capsys.readouterr().out.strip().splitlines()[-1] == after_training
+
+
 def test_checkpoint_restores_policy_and_normalisation(log_dir):
     """A loaded checkpoint acts exactly as the trained agent did, normalisation included, and a
     user can evaluate it from the command line, with video."""

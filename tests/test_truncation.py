@@ -7,6 +7,7 @@ import pytest
 import torch
 from conftest import TICK_LIMIT, short_args
 
+import ppo_continuous
 import ppo_discrete
 import vpg
 
@@ -44,3 +45,32 @@ def test_rollout_bootstraps_truncation_with_final_observation(module, monkeypatc
                 assert next_values[t, n].item() == pytest.approx(final_value, abs=1e-6)
             else:
                 assert next_values[t, n].item() == pytest.approx(values[t + 1, n].item(), abs=1e-6)
+
+
+@pytest.mark.parametrize("module", [ppo_discrete, ppo_continuous])
+def test_no_bootstrap_truncation_counts_a_truncation_as_a_termination(module, monkeypatch, log_dir):
+    """--no-bootstrap-truncation (an ablation, CleanRL's behaviour): GAE is told that every
+    truncated step terminated, so a cut episode's advantage there is r − V(s), with no V of the
+    final observation; and nothing else changes: from the same seed, the rollout and every other
+    input of GAE are the same as with the default."""
+    seen, real_gae = [], module.compute_gae
+
+    def spy_gae(*inputs):
+        seen.append([x.clone() for x in inputs[:5]])
+        out = real_gae(*inputs)
+        seen[-1].append(out[0].clone())
+        return out
+
+    monkeypatch.setattr(module, "compute_gae", spy_gae)
+    env_id = "TickContinuous-v0" if module is ppo_continuous else "TickDiscrete-v0"
+    for bootstrap in (True, False):
+        module.train(short_args(module, log_dir, env_id=env_id, num_envs=2, num_steps=12, num_minibatches=2,
+                                total_timesteps=24, bootstrap_truncation=bootstrap))
+    (rewards, values, next_values, terminations, truncations, advantages_on), off = seen
+    assert terminations.sum() == 0 and truncations.sum() == 4  # the default: truncated, never terminated
+    for on_input, off_input in zip([rewards, values, next_values, truncations], [off[0], off[1], off[2], off[4]], strict=True):
+        assert torch.equal(on_input, off_input)
+    assert torch.equal(off[3], truncations)  # every truncation handed over as a termination
+    cut = truncations.bool()
+    torch.testing.assert_close(off[5][cut], rewards[cut] - values[cut])  # A_t = r_t − V(s_t): no future
+    assert not torch.allclose(advantages_on[cut], off[5][cut])  # the default bootstraps: it differs
