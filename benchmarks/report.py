@@ -1,6 +1,6 @@
-"""Turn finished benchmark runs into learning-curve plots and benchmarks/RESULTS.md.
+"""Turn finished benchmark runs into learning-curve plots, benchmarks/RESULTS.md and benchmarks/ABLATIONS.md.
 
-    python benchmarks/report.py                       # reads benchmarks/results/, writes the plots and RESULTS.md
+    python benchmarks/report.py                       # reads benchmarks/results/, writes the plots and both pages
     python benchmarks/report.py --out /tmp/smoke --results-md /tmp/smoke/RESULTS.md
 
 One PNG per env with every script on it: at each step x, a run's value is the mean return of its
@@ -8,6 +8,10 @@ last 20 training episodes finished by x; the line is the mean over seeds and the
 bootstrap confidence interval of that mean (seeds resampled with replacement). The table gives,
 per script and env, the mean ± std over seeds of the final return (mean of the last 100 training
 episodes, CleanRL's metric), beside the published figures of the reference implementations.
+
+RESULTS.md holds the default runs only. The runs of the ablations suite (a variant: one detail
+switched off) go into ABLATIONS.md, each beside the default runs of the same seeds: one plot per
+env, and a table of the difference of final returns with a 95% bootstrap interval.
 """
 
 import argparse
@@ -18,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from presets import REFERENCES  # noqa: E402
+from presets import REFERENCES, SUITES  # noqa: E402
 from run import DEFAULT_OUT, load_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +54,19 @@ def display(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
+def difference_interval(without: list[float], with_: list[float], n_boot: int = 10_000, seed: int = 0,
+                        level: float = 0.95) -> tuple[float, float, float]:
+    """mean(without) − mean(with), and a percentile bootstrap interval of it: the seeds of each
+    group are resampled with replacement, independently (two separate samples of runs)."""
+    rng = np.random.default_rng(seed)
+    a, b = np.asarray(without, dtype=float), np.asarray(with_, dtype=float)
+    boot = (a[rng.integers(0, len(a), (n_boot, len(a)))].mean(1) - b[rng.integers(0, len(b), (n_boot, len(b)))].mean(1))
+    tail = (1 - level) / 2 * 100
+    return float(a.mean() - b.mean()), float(np.percentile(boot, tail)), float(np.percentile(boot, 100 - tail))
+
+
 def plot_env(env_id: str, by_algo: dict, path: Path) -> None:
+    """One line per key of `by_algo` (a script, or a script's variant), with its runs' band."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
@@ -73,13 +89,68 @@ def plot_env(env_id: str, by_algo: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def write_ablations(results: list[dict], out: Path, md_path: Path) -> None:
+    """ABLATIONS.md: each cell of the ablations suite beside its default, over the suite's seeds."""
+    done = {(r["algo"], r["env_id"], r.get("variant"), r["seed"]): r for r in results if r["status"] == "ok"}
+    if not any(variant for _, _, variant, _ in done):
+        return
+    cells = [(script, env_id, (variant or [None])[0], seeds) for script, env_id, _, seeds, *variant in SUITES["ablations"]]
+    defaults = {(script, env_id): seeds for script, env_id, variant, seeds in cells if variant is None}
+    lines = ["# What each detail buys: ablations of the PPO scripts", "",
+             f"Made by `python benchmarks/report.py` from the runs in `{display(out)}/runs/`, which "
+             "`python benchmarks/run.py --suite ablations` makes (the cells are in `benchmarks/presets.py`). "
+             "Each ablation switches one detail off and keeps everything else at the script's defaults; it is "
+             "compared with the default runs of the same seeds (for CartPole and MuJoCo, the runs of the classic and "
+             "mujoco suites, reused). Final return: the mean return of a run's last 100 training episodes; "
+             "with and without: mean ± std over seeds. Difference: without − with, with a 95% percentile bootstrap "
+             "interval (10,000 resamples of the seeds of each group). Verdict: \"helps\" or \"hurts\" where the "
+             "interval excludes 0, otherwise \"cannot tell\" at this number of seeds.", "",
+             "| detail switched off | env | seeds | with (default) | without | difference [95% interval] | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    plots = defaultdict(dict)  # env -> label -> runs
+    for script, env_id, variant, seeds in cells:
+        runs = [done[script, env_id, variant, s] for s in seeds if (script, env_id, variant, s) in done]
+        if runs:
+            plots[env_id][f"--{variant}" if variant else f"{script} default"] = runs
+        if variant is None:
+            continue
+        base = [done[script, env_id, None, s] for s in defaults[script, env_id] if (script, env_id, None, s) in done]
+        if len(runs) < len(seeds) or len(base) < len(defaults[script, env_id]):
+            lines.append(f"| `--{variant}` | {env_id} | {len(runs)} of {len(seeds)} finished | | | | not yet run |")
+            continue
+        with_, without = [r["final_return"] for r in base], [r["final_return"] for r in runs]
+        diff, low, high = difference_interval(without, with_)
+        verdict = "helps" if high < 0 else "hurts" if low > 0 else "cannot tell"
+        lines.append(f"| `--{variant}` ({script}) | {env_id} | {', '.join(map(str, seeds))} | "
+                     f"{np.mean(with_):.1f} ± {np.std(with_):.1f} | {np.mean(without):.1f} ± {np.std(without):.1f} | "
+                     f"{diff:+.1f} [{low:+.1f}, {high:+.1f}] | {verdict} |")
+    lines += [""]
+    for env_id, lines_of_env in plots.items():
+        png = out / f"ablations-{env_id}.png"
+        plot_env(f"{env_id}: ablations", lines_of_env, png)
+        rel = png.relative_to(md_path.parent) if png.is_relative_to(md_path.parent) else png
+        lines += [f"## {env_id}", "", f"![{env_id}]({rel})", "", "```bash"]
+        lines += sorted({runs[0]["command"] for runs in lines_of_env.values()})
+        scripts = sorted({runs[0]["algo"] for runs in lines_of_env.values()})
+        lines += [f"python benchmarks/run.py --suite ablations --only {s}__{env_id}__" for s in scripts] + ["```", ""]
+    notes = ROOT / "benchmarks" / "ablations_notes.md"  # the comparison with the literature, written by hand
+    if notes.exists():
+        lines += [notes.read_text().strip(), ""]
+    md_path.write_text("\n".join(lines))
+    print(f"wrote {md_path} and {len(plots)} plots in {out}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder that run.py wrote")
     parser.add_argument("--results-md", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
+    parser.add_argument("--ablations-md", type=Path, default=ROOT / "benchmarks" / "ABLATIONS.md",
+                        help="written when the results hold runs of the ablations suite")
     args = parser.parse_args()
 
     results = load_results(args.out)
+    write_ablations(results, args.out, args.ablations_md)
+    results = [r for r in results if not r.get("variant")]  # RESULTS.md: the defaults only
     finished = [r for r in results if r["status"] == "ok"]
     cells = defaultdict(lambda: defaultdict(list))  # env -> algo -> runs
     for r in finished:
@@ -113,7 +184,7 @@ def main() -> None:
         lines += ["", "Reproduce one run (any seed), or the whole cell:", "", "```bash"]
         for algo, runs in sorted(cells[env_id].items()):
             lines.append(runs[0]["command"])
-            lines.append(f"python benchmarks/run.py --suite {runs[0]['suite']} --only {algo}__{env_id}__")
+            lines.append(f"python benchmarks/run.py --suite {runs[0]['suite']} --only {algo}__{env_id}__seed")
         lines += ["```", ""]
     lines += ["## How the reference figures compare", "",
               "- **CleanRL** (`docs/benchmark/ppo*.md`): the mean of each run's last 100 training episodes at the end "

@@ -35,7 +35,7 @@ from presets import SUITES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "benchmarks" / "results"
-SUMMARY_COLUMNS = ["algo", "env_id", "seed", "total_timesteps", "final_return", "wall_seconds", "sps", "command"]
+SUMMARY_COLUMNS = ["algo", "env_id", "variant", "seed", "total_timesteps", "final_return", "wall_seconds", "sps", "command"]
 
 
 def run_id(script: str, env_id: str, seed: int, variant: str | None = None) -> str:
@@ -160,7 +160,8 @@ def load_results(out: Path) -> list[dict]:
 
 def write_summary(out: Path) -> None:
     """summary.csv: one row per finished run, sorted, rewritten atomically."""
-    rows = sorted((r for r in load_results(out) if r["status"] == "ok"), key=lambda r: (r["algo"], r["env_id"], r["seed"]))
+    rows = sorted((r for r in load_results(out) if r["status"] == "ok"),
+                  key=lambda r: (r["algo"], r["env_id"], r.get("variant") or "", r["seed"]))
     tmp = out / f"summary.csv.{os.getpid()}.tmp"  # two runners on one folder never share a temporary file
     with open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, SUMMARY_COLUMNS, extrasaction="ignore")

@@ -89,6 +89,18 @@ def test_bootstrap_band_brackets_the_mean_and_collapses_when_seeds_agree():
     assert 8 < np.mean(high - low) < 25
 
 
+def test_difference_interval_brackets_the_difference_and_has_the_width_of_a_95_percent_interval():
+    diff, low, high = report.difference_interval([5.0, 5.0, 5.0], [2.0, 2.0])  # seeds agree: no spread
+    assert (diff, low, high) == (3.0, 3.0, 3.0)
+    rng = np.random.default_rng(2)
+    without, with_ = rng.normal(10, 4, 60), rng.normal(0, 3, 40)
+    diff, low, high = report.difference_interval(without, with_)
+    assert low < diff < high and diff == pytest.approx(without.mean() - with_.mean())
+    # a normal-theory 95% interval: ±1.96·√(σ₁²/n₁ + σ₂²/n₂) ≈ ±1.8
+    half = 1.96 * np.sqrt(without.var() / 60 + with_.var() / 40)
+    assert (high - low) / 2 == pytest.approx(half, rel=0.15)
+
+
 # --- the Ray backend (a local Ray instance on loopback) and --print-commands ---
 
 
@@ -152,3 +164,57 @@ def test_speed_report_gives_ratios_floors_and_the_time_budget(tmp_path):
     # 512 steps at 5,120 SPS: 100 ms; the env at 51,200 SPS takes 10 ms; act 20, update 30, the rest 40
     assert "| env steps (+ normalisation), at the floor's speed | 10 | 10% |" in text
     assert "| the rest | 40 | 40% |" in text
+
+
+def fake_result(out, run_spec: dict, final: float) -> None:
+    """A finished run as run.py records it, with a flat learning curve at `final`."""
+    curve = {"step": [1000 * i for i in range(1, 101)], "return": [final] * 100, "length": [200] * 100, "sps": 1000.0}
+    run.record(out, run_spec, {**{k: run_spec[k] for k in ("algo", "env_id", "seed", "suite", "variant")},
+                               "status": "ok", "final_return": final, "total_timesteps": 100_000, "sps": 1000,
+                               "wall_seconds": 100.0, "workers": 1, "command": " ".join(run.command(run_spec)),
+                               "machine": run.machine(), "curve": curve})
+
+
+def test_ablation_runs_never_collide_with_default_runs_and_reuse_them():
+    """A variant is in the run id, so an ablation never overwrites a default run of the same
+    seed; the suite's default cells are the very runs (id and command) of the classic and mujoco
+    suites; and each variant's command is its default's plus one switch."""
+    ablations = run.matrix("ablations")
+    assert len({r["id"] for r in ablations}) == len(ablations)
+    others = {r["id"]: r for suite in ("classic", "mujoco") for r in run.matrix(suite)}
+    for r in ablations:
+        if r["variant"] is None and r["env_id"] != "Pendulum-v1":
+            assert run.command(others[r["id"]]) == run.command(r)
+        elif r["variant"] is not None:
+            default = next(d for d in ablations if d["variant"] is None and (d["algo"], d["env_id"], d["seed"]) ==
+                           (r["algo"], r["env_id"], r["seed"]))
+            assert run.command(r) == run.command(default) + [f"--{r['variant']}"]
+
+
+def test_report_puts_ablations_in_their_own_page_with_a_bootstrap_interval(tmp_path):
+    """ABLATIONS.md gets a row per finished ablation cell (difference and interval, verdict),
+    marks an unfinished one, and RESULTS.md keeps the default runs only."""
+    finals = {None: [-200.0, -180.0, -190.0, -170.0, -210.0],
+              "no-bootstrap-truncation": [-900.0, -950.0, -1000.0, -980.0, -920.0],
+              "no-norm-obs": [-300.0, -100.0, -250.0, -150.0, -190.0]}
+    for spec in run.matrix("ablations"):
+        if spec["env_id"] == "Pendulum-v1" and spec["variant"] in finals:
+            fake_result(tmp_path, spec, finals[spec["variant"]][spec["seed"] - 1])
+    made = subprocess.run([sys.executable, "benchmarks/report.py", "--out", str(tmp_path), "--results-md",
+                           str(tmp_path / "RESULTS.md"), "--ablations-md", str(tmp_path / "ABLATIONS.md")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "ABLATIONS.md").read_text()
+    rows = {line.split("|")[1].strip() + " " + line.split("|")[2].strip(): line for line in text.splitlines()
+            if line.startswith("| `--")}
+    truncation = rows["`--no-bootstrap-truncation` (ppo_continuous) Pendulum-v1"]
+    diff, low, high = report.difference_interval(finals["no-bootstrap-truncation"], finals[None])
+    assert f"| -190.0 ± 14.1 | -950.0 ± 36.9 | {diff:+.1f} [{low:+.1f}, {high:+.1f}] |" in truncation
+    assert truncation.rstrip(" |").endswith("helps")
+    assert rows["`--no-norm-obs` (ppo_continuous) Pendulum-v1"].rstrip(" |").endswith("cannot tell")
+    assert "not yet run" in rows["`--no-norm-reward` Pendulum-v1"]
+    assert "not yet run" in rows["`--no-bootstrap-truncation` Hopper-v4"]
+    assert (tmp_path / "ablations-Pendulum-v1.png").stat().st_size > 10_000
+    assert "python ppo_continuous.py --env-id Pendulum-v1 --seed 1 --total-timesteps 300000 --no-norm-obs" in text
+    results = (tmp_path / "RESULTS.md").read_text()
+    assert "## Pendulum-v1" in results and "no-norm-obs" not in results and "no-bootstrap" not in results
