@@ -55,16 +55,17 @@ SUITES = {
 # same command as a run of the classic or mujoco suite, so those finished runs are reused.
 PENDULUM = ["--total-timesteps", "300000"]  # every Pendulum episode is truncated at 200 steps
 DETAILS = ["--no-bootstrap-truncation", "--no-norm-obs", "--no-norm-reward"]
-ABLATIONS = (
-    [("ppo_continuous", "Pendulum-v1", PENDULUM, FIVE_SEEDS)]
-    + [("ppo_continuous", "Pendulum-v1", PENDULUM + [flag], FIVE_SEEDS, flag[2:]) for flag in DETAILS]
-    + [("ppo_discrete", "CartPole-v1", [], FIVE_SEEDS),
-       ("ppo_discrete", "CartPole-v1", [DETAILS[0]], FIVE_SEEDS, DETAILS[0][2:])]
-    + [("ppo_continuous", "Hopper-v4", [], THREE_SEEDS)]
-    + [("ppo_continuous", "Hopper-v4", [flag], THREE_SEEDS, flag[2:]) for flag in DETAILS]
-    + [cell for env_id in ("HalfCheetah-v4", "Walker2d-v4") for cell in (
+ABLATIONS = (  # the truncation cells first: they are the ones that every env gets
+    [("ppo_continuous", "Pendulum-v1", PENDULUM, FIVE_SEEDS),
+     ("ppo_continuous", "Pendulum-v1", PENDULUM + [DETAILS[0]], FIVE_SEEDS, DETAILS[0][2:]),
+     ("ppo_discrete", "CartPole-v1", [], FIVE_SEEDS),
+     ("ppo_discrete", "CartPole-v1", [DETAILS[0]], FIVE_SEEDS, DETAILS[0][2:])]
+    + [cell for env_id in ("Hopper-v4", "HalfCheetah-v4", "Walker2d-v4") for cell in (
         ("ppo_continuous", env_id, [], THREE_SEEDS),
         ("ppo_continuous", env_id, [DETAILS[0]], THREE_SEEDS, DETAILS[0][2:]))]
+    + [(script, env_id, flags + [flag], seeds, flag[2:]) for flag in DETAILS[1:]
+       for script, env_id, flags, seeds in [("ppo_continuous", "Pendulum-v1", PENDULUM, FIVE_SEEDS),
+                                            ("ppo_continuous", "Hopper-v4", [], THREE_SEEDS)]]
 )
 SUITES["ablations"] = ABLATIONS
 
