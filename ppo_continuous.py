@@ -22,9 +22,10 @@ detail N" from its 9 details for continuous actions. Deliberate differences, eac
 where it happens: a time-limit truncation (every HalfCheetah episode ends with one) is
 bootstrapped with the value of the real final observation (Pardo et al. 2018), the normalisers
 live in this file and are saved with the policy, and losses are logged as means over the whole
-update. Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
-The training algorithm ends with `train`; the tooling after it (input checks, evaluation,
-checkpoints) can be skipped on a first reading.
+update. `--no-bootstrap-truncation`, `--no-norm-obs` and `--no-norm-reward` switch details off;
+benchmarks/ABLATIONS.md measures what each one buys. Lines starting with `# math:` hold the
+LaTeX of the equation the code below computes. The training algorithm ends with `train`; the
+tooling after it (input checks, evaluation, checkpoints) can be skipped on a first reading.
 """
 
 import difflib

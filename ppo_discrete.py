@@ -20,10 +20,12 @@ actions only (ppo_continuous.py takes Box actions).
 Defaults follow CleanRL's `ppo.py` and "The 37 implementation details of PPO" (Huang et al.
 2022), cited as "core detail N" from its list of 13 core details. Deliberate differences, each
 explained where it happens: a time-limit truncation is bootstrapped with the value of the real
-final observation (Pardo et al. 2018), losses are logged as means over the whole update, and the
-policy is saved with everything needed to evaluate it. Lines starting with `# math:` hold the
-LaTeX of the equation the code below computes. The training algorithm ends with `train`; the
-tooling after it (input checks, evaluation, checkpoints) can be skipped on a first reading.
+final observation (Pardo et al. 2018; `--no-bootstrap-truncation` does as CleanRL does, and
+benchmarks/ABLATIONS.md measures the difference), losses are logged as means over the whole
+update, and the policy is saved with everything needed to evaluate it. Lines starting with
+`# math:` hold the LaTeX of the equation the code below computes. The training algorithm ends
+with `train`; the tooling after it (input checks, evaluation, checkpoints) can be skipped on a
+first reading.
 """
 
 import difflib
