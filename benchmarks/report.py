@@ -65,15 +65,16 @@ def difference_interval(without: list[float], with_: list[float], n_boot: int = 
     return float(a.mean() - b.mean()), float(np.percentile(boot, tail)), float(np.percentile(boot, 100 - tail))
 
 
-def plot_env(env_id: str, by_algo: dict, path: Path) -> None:
-    """One line per key of `by_algo` (a script, or a script's variant), with its runs' band."""
+def plot_env(env_id: str, by_algo: dict, path: Path, in_order: bool = False) -> None:
+    """One line per key of `by_algo` (a script, or a script's variant), with its runs' band;
+    sorted by key, or in the dict's order."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
-    for algo, runs in sorted(by_algo.items()):
+    for algo, runs in (by_algo.items() if in_order else sorted(by_algo.items())):
         budget = max(r["total_timesteps"] for r in runs)
         grid = np.linspace(0, budget, 200)
         values = np.stack([curve_on_grid(r["curve"]["step"], r["curve"]["return"], grid) for r in runs])
@@ -116,7 +117,7 @@ def write_ablations(results: list[dict], out: Path, md_path: Path) -> None:
             continue
         base = [done[script, env_id, None, s] for s in defaults[script, env_id] if (script, env_id, None, s) in done]
         if len(runs) < len(seeds) or len(base) < len(defaults[script, env_id]):
-            lines.append(f"| `--{variant}` | {env_id} | {len(runs)} of {len(seeds)} finished | | | | not yet run |")
+            lines.append(f"| `--{variant}` ({script}) | {env_id} | {len(runs)} of {len(seeds)} finished | | | | not yet run |")
             continue
         with_, without = [r["final_return"] for r in base], [r["final_return"] for r in runs]
         diff, low, high = difference_interval(without, with_)
@@ -126,8 +127,10 @@ def write_ablations(results: list[dict], out: Path, md_path: Path) -> None:
                      f"{diff:+.1f} [{low:+.1f}, {high:+.1f}] | {verdict} |")
     lines += [""]
     for env_id, lines_of_env in plots.items():
+        if len(lines_of_env) < 2:  # no ablation of this env has finished a run yet
+            continue
         png = out / f"ablations-{env_id}.png"
-        plot_env(f"{env_id}: ablations", lines_of_env, png)
+        plot_env(f"{env_id}: ablations", lines_of_env, png, in_order=True)  # the default first
         rel = png.relative_to(md_path.parent) if png.is_relative_to(md_path.parent) else png
         lines += [f"## {env_id}", "", f"![{env_id}]({rel})", "", "```bash"]
         lines += sorted({runs[0]["command"] for runs in lines_of_env.values()})
@@ -137,7 +140,7 @@ def write_ablations(results: list[dict], out: Path, md_path: Path) -> None:
     if notes.exists():
         lines += [notes.read_text().strip(), ""]
     md_path.write_text("\n".join(lines))
-    print(f"wrote {md_path} and {len(plots)} plots in {out}")
+    print(f"wrote {md_path} and {sum(len(v) > 1 for v in plots.values())} plots in {out}")
 
 
 def main() -> None:

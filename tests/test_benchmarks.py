@@ -212,8 +212,9 @@ def test_report_puts_ablations_in_their_own_page_with_a_bootstrap_interval(tmp_p
     assert f"| -190.0 ± 14.1 | -950.0 ± 36.9 | {diff:+.1f} [{low:+.1f}, {high:+.1f}] |" in truncation
     assert truncation.rstrip(" |").endswith("helps")
     assert rows["`--no-norm-obs` (ppo_continuous) Pendulum-v1"].rstrip(" |").endswith("cannot tell")
-    assert "not yet run" in rows["`--no-norm-reward` Pendulum-v1"]
-    assert "not yet run" in rows["`--no-bootstrap-truncation` Hopper-v4"]
+    assert "not yet run" in rows["`--no-norm-reward` (ppo_continuous) Pendulum-v1"]
+    assert "not yet run" in rows["`--no-bootstrap-truncation` (ppo_continuous) Hopper-v4"]
+    assert not (tmp_path / "ablations-Hopper-v4.png").exists()  # nothing to compare yet
     assert (tmp_path / "ablations-Pendulum-v1.png").stat().st_size > 10_000
     assert "python ppo_continuous.py --env-id Pendulum-v1 --seed 1 --total-timesteps 300000 --no-norm-obs" in text
     results = (tmp_path / "RESULTS.md").read_text()
