@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
+import profile_lines  # noqa: E402
 import report  # noqa: E402
 import run  # noqa: E402
 import speed  # noqa: E402
@@ -219,3 +220,22 @@ def test_report_puts_ablations_in_their_own_page_with_a_bootstrap_interval(tmp_p
     assert "python ppo_continuous.py --env-id Pendulum-v1 --seed 1 --total-timesteps 300000 --no-norm-obs" in text
     results = (tmp_path / "RESULTS.md").read_text()
     assert "## Pendulum-v1" in results and "no-norm-obs" not in results and "no-bootstrap" not in results
+
+
+def test_line_profile_charges_each_sample_to_the_running_line_of_the_training_loop():
+    """py-spy's raw stacks: a sample counts for the line of `train` inside the loop that was
+    running (with whatever it called) and for the script's innermost function; samples outside
+    the loop (imports, setup) are left out."""
+    first, last = profile_lines.loop_lines(ROOT / "ppo_continuous.py")
+    inside, before = first + 5, first - 3
+    raw = [
+        f"<module> (ppo_continuous.py:900);train (ppo_continuous.py:{inside});"
+        f"Agent.get_value (ppo_continuous.py:180);forward (torch/nn/modules/linear.py:125) 7",
+        f"<module> (ppo_continuous.py:900);train (ppo_continuous.py:{inside});step (gymnasium/core.py:10) 3",
+        f"<module> (ppo_continuous.py:900);train (ppo_continuous.py:{before});__init__ (torch/optim/adam.py:1) 50",
+        "<module> (ppo_continuous.py:30);_find_and_load (<frozen importlib._bootstrap>:1176) 40",
+    ]
+    by_line, by_helper, total = profile_lines.attribute(raw, "ppo_continuous.py", (first, last))
+    assert total == 10 and by_line == {inside: 10}
+    assert by_helper == {"Agent.get_value": 7, "train": 3}
+    assert first < last
