@@ -116,54 +116,14 @@ def test_stored_action_is_the_unclipped_sample(monkeypatch, log_dir):
     np.testing.assert_allclose(np.sort(stored, axis=0), np.sort(samples, axis=0), rtol=1e-6)
 
 
-def test_rollout_bootstraps_truncation_with_normalised_final_observation(monkeypatch, log_dir):
-    """Inside a real training run: at a time-limit truncation, V(s_{t+1}) handed to GAE is the
-    critic's value of the real final observation (t = L), normalised with the running statistics;
-    elsewhere it is the value of the next stored observation; nothing counts as terminated."""
-    final_obs_seen, seen, real_gae, real_obs = [], [], ppo.compute_gae, ppo.Normalizer.normalize_obs
-    agents = []
-
-    class RecordingAgent(ppo.Agent):
-        def __init__(self, *a):
-            super().__init__(*a)
-            agents.append(self)
-
-    def recording_obs(self, obs, update=True):
-        out = real_obs(self, obs, update)
-        if not update:  # the final observations: normalised with the statistics of the moment
-            final_obs_seen.append((obs.copy(), out.copy()))
-        return out
-
-    def spy_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
-        with torch.no_grad():  # the critic before this iteration's update, as during the rollout
-            final_values = [agents[0].get_value(torch.tensor(n, dtype=torch.float32)) for _, n in final_obs_seen]
-        seen.append((values.clone(), next_values.clone(), terminations.clone(), truncations.clone(), final_values))
-        return real_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda)
-
-    monkeypatch.setattr(ppo, "Agent", RecordingAgent)
-    monkeypatch.setattr(ppo.Normalizer, "normalize_obs", recording_obs)
-    monkeypatch.setattr(ppo, "compute_gae", spy_gae)
-    ppo.train(short_args(ppo, log_dir, env_id="TickContinuous-v0", num_envs=2, num_steps=12, num_minibatches=2,
-                         total_timesteps=24))
-    values, next_values, terminations, truncations, final_values = seen[0]
-    assert terminations.sum() == 0 and truncations.sum() == 4  # steps 5 and 10 of both envs
-    assert len(final_obs_seen) == 2
-    for raw, normalised in final_obs_seen:
-        np.testing.assert_array_equal(raw, [[TICK_LIMIT, 1.0], [TICK_LIMIT, 1.0]])  # the real final obs
-        assert not np.allclose(normalised, raw)  # ... passed through the normaliser
-    for k, t in enumerate([TICK_LIMIT - 1, 2 * TICK_LIMIT - 1]):
-        torch.testing.assert_close(next_values[t], final_values[k])
-    inside = truncations[:-1] == 0
-    torch.testing.assert_close(next_values[:-1][inside], values[1:][inside])
-
-
 def record_first_rollout(monkeypatch, log_dir, **overrides) -> dict:
     """Train one 12-step iteration of 2 TickContinuous envs (truncated at step 5 and 10) and
     return what the first rollout handed on: the observations the policy acted on, the raw ones
-    the envs returned, the inputs of GAE, and V of the raw final observation (L, 1) under the
-    critic of that rollout."""
-    seen = {"acted_on": [], "raw": [], "agents": []}
-    real_make_vec_env, real_gae = ppo.make_vec_env, ppo.compute_gae
+    the envs returned, the inputs of GAE, the final observations (raw, normalised) the normaliser
+    saw without updating, and, under the critic of that rollout, V of each normalised final
+    observation and V of the raw final observation (L, 1)."""
+    seen = {"acted_on": [], "raw": [], "agents": [], "final_obs": []}
+    real_make_vec_env, real_gae, real_obs = ppo.make_vec_env, ppo.compute_gae, ppo.Normalizer.normalize_obs
 
     class RecordingAgent(ppo.Agent):
         def __init__(self, *a):
@@ -182,16 +142,26 @@ def record_first_rollout(monkeypatch, log_dir, **overrides) -> dict:
         envs.step = lambda a: (out := real_step(a), seen["raw"].append(out[0].copy()))[0]
         return envs
 
+    def recording_obs(self, obs, update=True):
+        out = real_obs(self, obs, update)
+        if not update and "rewards" not in seen:  # a final observation of the first rollout
+            seen["final_obs"].append((obs.copy(), out.copy()))
+        return out
+
     def spy_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
         if "rewards" not in seen:
-            with torch.no_grad():
-                final_value = seen["agents"][0].get_value(torch.tensor([[float(TICK_LIMIT), 1.0]]))
-            seen.update(rewards=rewards.clone(), next_values=next_values.clone(), truncations=truncations.clone(),
-                        raw_final_value=final_value)
+            with torch.no_grad():  # the critic before this iteration's update, as in the rollout
+                critic = seen["agents"][0].get_value
+                final_value = critic(torch.tensor([[float(TICK_LIMIT), 1.0]]))
+                final_values = [critic(torch.tensor(n, dtype=torch.float32)) for _, n in seen["final_obs"]]
+            seen.update(rewards=rewards.clone(), values=values.clone(), next_values=next_values.clone(),
+                        terminations=terminations.clone(), truncations=truncations.clone(),
+                        raw_final_value=final_value, final_values=final_values)
         return real_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda)
 
     monkeypatch.setattr(ppo, "Agent", RecordingAgent)
     monkeypatch.setattr(ppo, "make_vec_env", recording_make_vec_env)
+    monkeypatch.setattr(ppo.Normalizer, "normalize_obs", recording_obs)
     monkeypatch.setattr(ppo, "compute_gae", spy_gae)
     ppo.train(short_args(ppo, log_dir, env_id="TickContinuous-v0", num_envs=2, num_steps=12, num_minibatches=2,
                          total_timesteps=24, **overrides))
@@ -199,6 +169,23 @@ def record_first_rollout(monkeypatch, log_dir, **overrides) -> dict:
     seen["acted_on"] = torch.stack(seen["acted_on"][:12])  # (T, N, obs_dim)
     seen["raw"] = torch.tensor(np.stack(seen["raw"][:12]), dtype=torch.float32)
     return seen
+
+
+def test_rollout_bootstraps_truncation_with_normalised_final_observation(monkeypatch, log_dir):
+    """Inside a real training run: at a time-limit truncation, V(s_{t+1}) handed to GAE is the
+    critic's value of the real final observation (t = L), normalised with the running statistics;
+    elsewhere it is the value of the next stored observation; nothing counts as terminated."""
+    seen = record_first_rollout(monkeypatch, log_dir)
+    assert seen["terminations"].sum() == 0 and seen["truncations"].sum() == 4  # steps 5 and 10 of both envs
+    assert len(seen["final_obs"]) == 2
+    for raw, normalised in seen["final_obs"]:
+        np.testing.assert_array_equal(raw, [[TICK_LIMIT, 1.0], [TICK_LIMIT, 1.0]])  # the real final obs
+        assert not np.allclose(normalised, raw)  # ... passed through the normaliser
+    next_values, values = seen["next_values"], seen["values"]
+    for k, t in enumerate([TICK_LIMIT - 1, 2 * TICK_LIMIT - 1]):
+        torch.testing.assert_close(next_values[t], seen["final_values"][k])
+    inside = seen["truncations"][:-1] == 0
+    torch.testing.assert_close(next_values[:-1][inside], values[1:][inside])
 
 
 def test_no_norm_obs_gives_the_networks_raw_observations_and_changes_nothing_else(monkeypatch, log_dir):
