@@ -2,6 +2,7 @@
 
     python benchmarks/speed.py                      # writes benchmarks/SPEED.md and benchmarks/speed.json
     python benchmarks/speed.py --runs 5 --tasks halfcheetah
+    python benchmarks/speed.py --runs 5 --line-profile   # adds py-spy line profiles (pip install py-spy)
 
 Two tasks, each with the same hyperparameters on both sides (CleanRL's settings):
   cartpole     ppo_discrete.py on CartPole-v1: 4 envs × 128 steps, 4 epochs × 4 minibatches
@@ -17,6 +18,12 @@ callback at the start of every rollout, i.e. after the previous update). The env
 the same vector env and normalisation stepped with random actions and no learning: no PPO can
 beat it, so it shows how much of each run's time is spent outside the env.
 
+A script's opt-in speed flag (ppo_continuous.py's `--compile`) is timed as a third side, C,
+in the same alternation (A B C A B C ...), with default threads only, and reported beside the
+default. `--line-profile` adds, per task, where each microsecond of our step goes, line by line
+of `train` (benchmarks/profile_lines.py, which needs py-spy). The hand-written reading of the
+figures, benchmarks/speed_notes.md, is appended to the report.
+
 Thread settings: "default" runs each program as it starts (our scripts set one torch thread; SB3
 keeps torch's default, one per core); "1" sets one torch thread in both. Nothing else may run on
 the machine meanwhile: two timed processes on two cores distort each other.
@@ -25,6 +32,7 @@ the machine meanwhile: two timed processes on two cores distort each other.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,6 +56,7 @@ TASKS = {
     "halfcheetah": {
         "env_id": "HalfCheetah-v4", "script": "ppo_continuous.py", "steps": 40_960, "warmup_updates": 3,
         "ours": [],  # ppo_continuous.py's defaults are CleanRL's HalfCheetah settings
+        "opt_in": ["--compile"],  # timed beside the default
         "sb3": {"n_envs": 1, "n_steps": 2048, "batch_size": 64, "n_epochs": 10, "learning_rate": 3e-4, "ent_coef": 0.0,
                 "normalize": True},
         "floor_steps": 30_000,
@@ -223,6 +232,13 @@ def ours(task: dict, threads: str, extra: list[str]) -> dict:
     return {"sps": sps_after_warmup(points, task["warmup_updates"]), "command": " ".join(["python", *cmd])}
 
 
+def line_profile(task: dict) -> str:
+    """The markdown tables of benchmarks/profile_lines.py for our command of the task."""
+    cmd = [sys.executable, str(HERE / "profile_lines.py"), Path(task["script"]).stem, "--markdown",
+           "--env-id", task["env_id"], "--total-timesteps", str(task["steps"]), *task["ours"]]
+    return subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+
+
 def call_worker(python: str, kind: str, task_name: str, threads: str = "default") -> dict:
     proc = subprocess.run([python, str(Path(__file__)), "--worker", kind, "--tasks", task_name, "--threads", threads],
                           cwd=ROOT, check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONWARNINGS="ignore"))
@@ -269,10 +285,14 @@ def write_report(results: dict, path: Path) -> None:
     for task_name, task_results in results["tasks"].items():
         floors = task_results["floor"]
         for threads, r in task_results["threads"].items():
-            a, b = median(r["ours"]), median(r["sb3"])
-            lines.append(f"| {TASKS[task_name]['env_id']} | {threads} | {a:,.0f} | {b:,.0f} | **{a / b:.2f}×** | "
-                         f"{100 * a / floors['ours']:.0f}% | {100 * b / floors['sb3']:.0f}% | "
-                         f"{', '.join(f'{x:,.0f}' for x in r['ours'])} | {', '.join(f'{x:,.0f}' for x in r['sb3'])} |")
+            b = median(r["sb3"])
+            for label, key in [("", "ours"), (f", `{' '.join(TASKS[task_name].get('opt_in', []))}`", "opt_in")]:
+                if key not in r:
+                    continue
+                a = median(r[key])
+                lines.append(f"| {TASKS[task_name]['env_id']}{label} | {threads} | {a:,.0f} | {b:,.0f} | "
+                             f"**{a / b:.2f}×** | {100 * a / floors['ours']:.0f}% | {100 * b / floors['sb3']:.0f}% | "
+                             f"{', '.join(f'{x:,.0f}' for x in r[key])} | {', '.join(f'{x:,.0f}' for x in r['sb3'])} |")
     lines += ["", "Env-only floors (random actions, no policy, no learning; steps per second):", ""]
     for task_name, task_results in results["tasks"].items():
         floors = task_results["floor"]
@@ -299,8 +319,20 @@ def write_report(results: dict, path: Path) -> None:
                   "| part | ms per iteration | share |", "|---|---|---|"]
         lines += [f"| {name} | {ms:.0f} | {100 * ms / total:.0f}% |" for name, ms in parts.items()]
         lines.append("")
+    profiled = {name: r["line_profile"] for name, r in results["tasks"].items() if r.get("line_profile")}
+    if profiled:
+        lines += ["## Line by line", "",
+                  "Where each microsecond of an env step goes, per line of `train`'s loop, everything the line "
+                  "calls included (benchmarks/profile_lines.py: py-spy samples our command at 250 Hz, one torch "
+                  "thread, in a run of its own; the sampling slows the run by a few percent). The second table "
+                  "charges each sample to the innermost function of the script instead.", ""]
+        for task_name, text in profiled.items():
+            lines += [f"**{TASKS[task_name]['env_id']}**: {text}", ""]
     lines += ["Our commands (SB3's side is `worker_sb3` in benchmarks/speed.py):", ""]
     lines += [f"- `{r['command']}`" for r in results["our_commands"]]
+    notes = HERE / "speed_notes.md"  # what the figures say, written by hand
+    if notes.exists():
+        lines += ["", notes.read_text().strip()]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -310,6 +342,7 @@ def main() -> None:
     parser.add_argument("--tasks", default="cartpole,halfcheetah", help="comma-separated: " + ", ".join(TASKS))
     parser.add_argument("--threads", default="default,1", help="comma-separated thread settings: default and/or a number")
     parser.add_argument("--ours-flags", default="", help="extra flags for our scripts (e.g. an opt-in speed flag)")
+    parser.add_argument("--line-profile", action="store_true", help="add py-spy line profiles of our scripts")
     parser.add_argument("--out", type=Path, default=HERE / "SPEED.md", help="the report (raw figures go beside it as .json)")
     parser.add_argument("--worker", choices=["sb3", "floor-sb3", "floor-ours", "profile-ours"], help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -324,6 +357,8 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     from run import machine
 
+    if args.line_profile and not (shutil.which("py-spy") or (Path(sys.executable).parent / "py-spy").exists()):
+        sys.exit("speed.py: error: --line-profile needs py-spy: pip install py-spy")
     sb3_python = ensure_sb3_venv()
     sb3_version = subprocess.run([sb3_python, "-c", "import stable_baselines3; print(stable_baselines3.__version__)"],
                                  capture_output=True, text=True, check=True).stdout.strip()
@@ -338,19 +373,29 @@ def main() -> None:
         print(f"{task_name}: env-only floor, ours {floor['ours']:,.0f} SPS, SB3 {floor['sb3']:,.0f} SPS", flush=True)
         per_threads = {}
         for threads in args.threads.split(","):
-            sps = {"ours": [], "sb3": []}
+            opt_in = task.get("opt_in", []) if threads == "default" else []
+            sps = {"ours": [], "sb3": [], **({"opt_in": []} if opt_in else {})}
             for i in range(args.runs):
                 a = ours(task, threads, extra)
                 b = call_worker(sb3_python, "sb3", task_name, threads)
                 sps["ours"].append(a["sps"])
                 sps["sb3"].append(b["sps"])
-                print(f"{task_name} threads={threads} run {i + 1}/{args.runs}: ours {a['sps']:,.0f} SPS, "
-                      f"SB3 {b['sps']:,.0f} SPS ({b['torch_threads']} torch threads)", flush=True)
+                line = (f"{task_name} threads={threads} run {i + 1}/{args.runs}: ours {a['sps']:,.0f} SPS, "
+                        f"SB3 {b['sps']:,.0f} SPS ({b['torch_threads']} torch threads)")
+                if opt_in:
+                    c = ours(task, threads, extra + opt_in)
+                    sps["opt_in"].append(c["sps"])
+                    line += f", ours {' '.join(opt_in)} {c['sps']:,.0f} SPS"
+                    if c["command"] not in [x["command"] for x in results["our_commands"]]:
+                        results["our_commands"].append({"command": c["command"]})
+                print(line, flush=True)
             per_threads[threads] = sps
             if a["command"] not in [c["command"] for c in results["our_commands"]]:
                 results["our_commands"].append({"command": a["command"]})
         profile = call_worker(sys.executable, "profile-ours", task_name)
         results["tasks"][task_name] = {"floor": floor, "threads": per_threads, "profile": profile}
+        if args.line_profile:
+            results["tasks"][task_name]["line_profile"] = line_profile(task)
     results["minutes"] = (time.time() - start) / 60
     args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
     write_report(results, args.out)
