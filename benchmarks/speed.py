@@ -182,7 +182,7 @@ def worker_profile_ours(task: dict) -> dict:
         return (time.perf_counter() - start) / calls
 
     obs = torch.randn(num_envs, obs_dim)
-    with torch.no_grad():
+    with torch.inference_mode():  # as the scripts act
         act = per_call(lambda: agent.get_action_and_value(obs), 2000)
     b_obs = torch.randn(minibatch, obs_dim)
     with torch.no_grad():
