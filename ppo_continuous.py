@@ -297,11 +297,7 @@ class RunningMeanStd:
         """x: (B, *shape), a batch of B new samples."""
         # math: \delta = \mu_B - \mu, \quad N = n + n_B, \quad \mu \leftarrow \mu + \delta\, n_B / N
         # math: \sigma^2 \leftarrow (n\sigma^2 + n_B\sigma_B^2 + \delta^2 n\, n_B / N) / N
-        # The batch's mean and variance written out: x.mean(0) and x.var(0) compute the same
-        # numbers, but their generic machinery costs more than the arithmetic on one row.
-        batch_count = x.shape[0]
-        batch_mean = x.sum(0) / batch_count
-        batch_var = ((x - batch_mean) ** 2).sum(0) / batch_count
+        batch_mean, batch_var, batch_count = x.mean(0), x.var(0), x.shape[0]
         delta, total = batch_mean - self.mean, self.count + batch_count
         self.mean = self.mean + delta * batch_count / total
         m2 = (self.var * self.count + batch_var * batch_count
