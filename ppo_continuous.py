@@ -125,9 +125,6 @@ class Args:
     """normalised observations are clipped to ±clip_obs (continuous detail 7)"""
     clip_reward: float = 10.0
     """scaled rewards are clipped to ±clip_reward (continuous detail 9)"""
-    compile: bool = False
-    """run the update's forward pass and loss compiled by torch.compile (the same functions;
-    about 10 s to compile, then faster minibatch steps; results differ by float rounding)"""
 
 
 def make_env(env_id: str, **kwargs) -> gym.Env:
@@ -372,12 +369,6 @@ def train(args: Args) -> dict:
     # Adam with ε = 1e-5 instead of 1e-8 (core detail 3); the fused kernel is fastest on a CPU.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
-    # The update's forward pass and loss. --compile passes the same two functions through
-    # torch.compile, which fuses their many small operations into a few kernels.
-    forward, loss_fn = agent.get_action_and_value, ppo_loss
-    if args.compile:
-        forward, loss_fn = torch.compile(forward), torch.compile(loss_fn)
-
     # --- rollout storage, time-major: (T, N, ...) ---
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs = torch.zeros((*shape, obs_dim), device=device)
@@ -470,7 +461,8 @@ def train(args: Args) -> dict:
             epoch_stats = []
             for start in range(0, batch_size, minibatch_size):
                 mb_inds = b_inds[start:start + minibatch_size]
-                _, new_logprob, entropy, new_value = forward(b_obs[mb_inds], b_actions[mb_inds])
+                _, new_logprob, entropy, new_value = agent.get_action_and_value(b_obs[mb_inds],
+                                                                                b_actions[mb_inds])
                 mb_advantages = b_advantages[mb_inds]
                 # Normalised per minibatch (core detail 7). Dividing by the std only rescales the
                 # step; subtracting the mean is a baseline: it changes this minibatch's estimate,
@@ -479,9 +471,9 @@ def train(args: Args) -> dict:
                 if args.norm_adv:
                     mb_mean, mb_std = mb_advantages.mean(), mb_advantages.std()
                     mb_advantages = (mb_advantages - mb_mean) / (mb_std + 1e-8)
-                loss, stats = loss_fn(new_logprob, b_logprobs[mb_inds], mb_advantages, new_value,
-                                      b_values[mb_inds], b_returns[mb_inds], entropy,
-                                      args.clip_coef, args.clip_vloss, args.ent_coef, args.vf_coef)
+                loss, stats = ppo_loss(new_logprob, b_logprobs[mb_inds], mb_advantages, new_value,
+                                       b_values[mb_inds], b_returns[mb_inds], entropy,
+                                       args.clip_coef, args.clip_vloss, args.ent_coef, args.vf_coef)
                 optimizer.zero_grad()
                 loss.backward()
                 nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # core detail 11

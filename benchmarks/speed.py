@@ -18,9 +18,7 @@ callback at the start of every rollout, i.e. after the previous update). The env
 the same vector env and normalisation stepped with random actions and no learning: no PPO can
 beat it, so it shows how much of each run's time is spent outside the env.
 
-A script's opt-in speed flag (ppo_continuous.py's `--compile`) is timed as a third side, C,
-in the same alternation (A B C A B C ...), with default threads only, and reported beside the
-default. `--line-profile` adds, per task, where each microsecond of our step goes, line by line
+`--line-profile` adds, per task, where each microsecond of our step goes, line by line
 of `train` (benchmarks/profile_lines.py, which needs py-spy). The hand-written reading of the
 figures, benchmarks/speed_notes.md, is appended to the report.
 
@@ -56,7 +54,6 @@ TASKS = {
     "halfcheetah": {
         "env_id": "HalfCheetah-v4", "script": "ppo_continuous.py", "steps": 40_960, "warmup_updates": 3,
         "ours": [],  # ppo_continuous.py's defaults are CleanRL's HalfCheetah settings
-        "opt_in": ["--compile"],  # timed beside the default
         "sb3": {"n_envs": 1, "n_steps": 2048, "batch_size": 64, "n_epochs": 10, "learning_rate": 3e-4, "ent_coef": 0.0,
                 "normalize": True},
         "floor_steps": 30_000,
@@ -285,14 +282,10 @@ def write_report(results: dict, path: Path) -> None:
     for task_name, task_results in results["tasks"].items():
         floors = task_results["floor"]
         for threads, r in task_results["threads"].items():
-            b = median(r["sb3"])
-            for label, key in [("", "ours"), (f", `{' '.join(TASKS[task_name].get('opt_in', []))}`", "opt_in")]:
-                if key not in r:
-                    continue
-                a = median(r[key])
-                lines.append(f"| {TASKS[task_name]['env_id']}{label} | {threads} | {a:,.0f} | {b:,.0f} | "
-                             f"**{a / b:.2f}×** | {100 * a / floors['ours']:.0f}% | {100 * b / floors['sb3']:.0f}% | "
-                             f"{', '.join(f'{x:,.0f}' for x in r[key])} | {', '.join(f'{x:,.0f}' for x in r['sb3'])} |")
+            a, b = median(r["ours"]), median(r["sb3"])
+            lines.append(f"| {TASKS[task_name]['env_id']} | {threads} | {a:,.0f} | {b:,.0f} | **{a / b:.2f}×** | "
+                         f"{100 * a / floors['ours']:.0f}% | {100 * b / floors['sb3']:.0f}% | "
+                         f"{', '.join(f'{x:,.0f}' for x in r['ours'])} | {', '.join(f'{x:,.0f}' for x in r['sb3'])} |")
     lines += ["", "Env-only floors (random actions, no policy, no learning; steps per second):", ""]
     for task_name, task_results in results["tasks"].items():
         floors = task_results["floor"]
@@ -373,22 +366,14 @@ def main() -> None:
         print(f"{task_name}: env-only floor, ours {floor['ours']:,.0f} SPS, SB3 {floor['sb3']:,.0f} SPS", flush=True)
         per_threads = {}
         for threads in args.threads.split(","):
-            opt_in = task.get("opt_in", []) if threads == "default" else []
-            sps = {"ours": [], "sb3": [], **({"opt_in": []} if opt_in else {})}
+            sps = {"ours": [], "sb3": []}
             for i in range(args.runs):
                 a = ours(task, threads, extra)
                 b = call_worker(sb3_python, "sb3", task_name, threads)
                 sps["ours"].append(a["sps"])
                 sps["sb3"].append(b["sps"])
-                line = (f"{task_name} threads={threads} run {i + 1}/{args.runs}: ours {a['sps']:,.0f} SPS, "
-                        f"SB3 {b['sps']:,.0f} SPS ({b['torch_threads']} torch threads)")
-                if opt_in:
-                    c = ours(task, threads, extra + opt_in)
-                    sps["opt_in"].append(c["sps"])
-                    line += f", ours {' '.join(opt_in)} {c['sps']:,.0f} SPS"
-                    if c["command"] not in [x["command"] for x in results["our_commands"]]:
-                        results["our_commands"].append({"command": c["command"]})
-                print(line, flush=True)
+                print(f"{task_name} threads={threads} run {i + 1}/{args.runs}: ours {a['sps']:,.0f} SPS, "
+                      f"SB3 {b['sps']:,.0f} SPS ({b['torch_threads']} torch threads)", flush=True)
             per_threads[threads] = sps
             if a["command"] not in [c["command"] for c in results["our_commands"]]:
                 results["our_commands"].append({"command": a["command"]})

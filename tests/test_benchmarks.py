@@ -161,14 +161,11 @@ def test_speed_report_gives_ratios_floors_and_the_time_budget(tmp_path):
                                       "threads": {"1": {"ours": [5120.0, 4000.0, 6000.0], "sb3": [2000.0, 2560.0, 3000.0]}}},
                          "halfcheetah": {"floor": {"ours": 5000.0, "sb3": 4000.0}, "profile": profile,
                                          "line_profile": "| 416 | `action = act()` | 300.0 | 30.0% |",
-                                         "threads": {"default": {"ours": [1000.0] * 3, "sb3": [800.0] * 3,
-                                                                 "opt_in": [1200.0] * 3}}}}}
+                                         "threads": {"default": {"ours": [1000.0] * 3, "sb3": [800.0] * 3}}}}}
     speed.write_report(results, tmp_path / "SPEED.md")
     text = (tmp_path / "SPEED.md").read_text()
     assert "| CartPole-v1 | 1 | 5,120 | 2,560 | **2.00×** | 10% | 4% |" in text
-    # the opt-in flag's runs get their own row beside the default, against the same SB3 runs
     assert "| HalfCheetah-v4 | default | 1,000 | 800 | **1.25×** |" in text
-    assert "| HalfCheetah-v4, `--compile` | default | 1,200 | 800 | **1.50×** |" in text
     assert "## Line by line" in text and "| 416 | `action = act()` | 300.0 | 30.0% |" in text
     assert (ROOT / "benchmarks" / "speed_notes.md").read_text().strip() in text
     # 512 steps at 5,120 SPS: 100 ms; the env at 51,200 SPS takes 10 ms; act 20, update 30, the rest 40
