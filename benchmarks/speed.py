@@ -320,7 +320,8 @@ def write_report(results: dict, path: Path) -> None:
                   "thread, in a run of its own; the sampling slows the run by a few percent). The second table "
                   "charges each sample to the innermost function of the script instead.", ""]
         for task_name, text in profiled.items():
-            lines += [f"**{TASKS[task_name]['env_id']}**: {text}", ""]
+            summary, _, tables = text.partition("\n")
+            lines += [f"**{TASKS[task_name]['env_id']}**: {summary}", "", tables.strip(), ""]
     lines += ["Our commands (SB3's side is `worker_sb3` in benchmarks/speed.py):", ""]
     lines += [f"- `{r['command']}`" for r in results["our_commands"]]
     notes = HERE / "speed_notes.md"  # what the figures say, written by hand
