@@ -374,11 +374,11 @@ def train(args: Args) -> dict:
     obs = torch.zeros((*shape, obs_dim), device=device)
     actions = torch.zeros((*shape, act_dim), device=device)
     logprobs = torch.zeros(shape, device=device)
-    rewards = torch.zeros(shape, device=device)
-    terminations = torch.zeros(shape, device=device)
-    truncations = torch.zeros(shape, device=device)
     values = torch.zeros(shape, device=device)
     final_values = torch.zeros(shape, device=device)  # V(final obs) where the episode was truncated
+    # What the env returns stays in NumPy during the rollout, where a tensor per step would cost
+    # more than the arithmetic; it becomes tensors once, before GAE.
+    rewards_np, terminations_np, truncations_np = (np.zeros(shape) for _ in range(3))
 
     global_step, start_time, last_print = 0, time.time(), 0.0
     episode_return, episode_length = np.zeros(args.num_envs), np.zeros(args.num_envs, dtype=int)
@@ -397,7 +397,9 @@ def train(args: Args) -> dict:
         for step in range(args.num_steps):
             global_step += args.num_envs
             obs[step] = next_obs
-            with torch.no_grad():  # acting needs no gradient; the update recomputes log π
+            # Acting needs no gradient (the update recomputes log π). Inference mode also skips
+            # the version counters and view tracking that autograd keeps under no_grad.
+            with torch.inference_mode():
                 action, logprob, _, value = agent.get_action_and_value(next_obs)
             actions[step], logprobs[step], values[step] = action, logprob, value
             # The Gaussian sample can leave the action bounds. The env gets it clipped; the buffer
@@ -407,9 +409,8 @@ def train(args: Args) -> dict:
             guard.check_env(next_obs_np, reward, infos, global_step)
             scaled_reward = (normalizer.scale_reward(reward, terminated | truncated)
                              if args.norm_reward else reward)
-            rewards[step] = torch.as_tensor(scaled_reward, device=device)
-            terminations[step] = torch.as_tensor(terminated, device=device)
-            truncations[step] = torch.as_tensor(truncated, device=device)
+            rewards_np[step] = scaled_reward
+            terminations_np[step], truncations_np[step] = terminated, truncated
             next_obs_np = normalize_obs(next_obs_np)
             next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
             if truncated.any():  # bootstrap value of a cut episode: V of its real final observation
@@ -432,6 +433,9 @@ def train(args: Args) -> dict:
                 episode_return[i], episode_length[i] = 0.0, 0
 
         # --- bootstrap and advantages ---
+        rewards, terminations, truncations = (
+            torch.as_tensor(x, dtype=torch.float32, device=device)  # (T, N)
+            for x in (rewards_np, terminations_np, truncations_np))
         with torch.no_grad():
             next_value = agent.get_value(next_obs)  # V(s_T), (N,)
         # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was

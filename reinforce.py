@@ -255,7 +255,9 @@ def train(args: Args) -> dict:
         collecting = np.ones(args.num_envs, dtype=bool)  # env i's episode goes into the batch
         while collecting.any():
             global_step += args.num_envs
-            with torch.no_grad():  # acting needs no gradient; the update recomputes log π
+            # Acting needs no gradient (the update recomputes log π). Inference mode also skips
+            # the version counters and view tracking that autograd keeps under no_grad.
+            with torch.inference_mode():
                 action, _, _ = agent.get_action(next_obs)
             # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
             # keeps the sample itself, whose log-probability is the one the gradient needs.

@@ -2,6 +2,7 @@
 
     python benchmarks/speed.py                      # writes benchmarks/SPEED.md and benchmarks/speed.json
     python benchmarks/speed.py --runs 5 --tasks halfcheetah
+    python benchmarks/speed.py --runs 5 --line-profile   # adds py-spy line profiles (pip install py-spy)
 
 Two tasks, each with the same hyperparameters on both sides (CleanRL's settings):
   cartpole     ppo_discrete.py on CartPole-v1: 4 envs × 128 steps, 4 epochs × 4 minibatches
@@ -17,6 +18,10 @@ callback at the start of every rollout, i.e. after the previous update). The env
 the same vector env and normalisation stepped with random actions and no learning: no PPO can
 beat it, so it shows how much of each run's time is spent outside the env.
 
+`--line-profile` adds, per task, where each microsecond of our step goes, line by line
+of `train` (benchmarks/profile_lines.py, which needs py-spy). The hand-written reading of the
+figures, benchmarks/speed_notes.md, is appended to the report.
+
 Thread settings: "default" runs each program as it starts (our scripts set one torch thread; SB3
 keeps torch's default, one per core); "1" sets one torch thread in both. Nothing else may run on
 the machine meanwhile: two timed processes on two cores distort each other.
@@ -25,6 +30,7 @@ the machine meanwhile: two timed processes on two cores distort each other.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -173,7 +179,7 @@ def worker_profile_ours(task: dict) -> dict:
         return (time.perf_counter() - start) / calls
 
     obs = torch.randn(num_envs, obs_dim)
-    with torch.no_grad():
+    with torch.inference_mode():  # as the scripts act
         act = per_call(lambda: agent.get_action_and_value(obs), 2000)
     b_obs = torch.randn(minibatch, obs_dim)
     with torch.no_grad():
@@ -221,6 +227,13 @@ def ours(task: dict, threads: str, extra: list[str]) -> dict:
         events.Reload()
         points = [(e.wall_time, e.step) for e in events.Scalars("charts/SPS")]
     return {"sps": sps_after_warmup(points, task["warmup_updates"]), "command": " ".join(["python", *cmd])}
+
+
+def line_profile(task: dict) -> str:
+    """The markdown tables of benchmarks/profile_lines.py for our command of the task."""
+    cmd = [sys.executable, str(HERE / "profile_lines.py"), Path(task["script"]).stem, "--markdown",
+           "--env-id", task["env_id"], "--total-timesteps", str(task["steps"]), *task["ours"]]
+    return subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def call_worker(python: str, kind: str, task_name: str, threads: str = "default") -> dict:
@@ -299,8 +312,21 @@ def write_report(results: dict, path: Path) -> None:
                   "| part | ms per iteration | share |", "|---|---|---|"]
         lines += [f"| {name} | {ms:.0f} | {100 * ms / total:.0f}% |" for name, ms in parts.items()]
         lines.append("")
+    profiled = {name: r["line_profile"] for name, r in results["tasks"].items() if r.get("line_profile")}
+    if profiled:
+        lines += ["## Line by line", "",
+                  "Where each microsecond of an env step goes, per line of `train`'s loop, everything the line "
+                  "calls included (benchmarks/profile_lines.py: py-spy samples our command at 250 Hz, one torch "
+                  "thread, in a run of its own; the sampling slows the run by a few percent). The second table "
+                  "charges each sample to the innermost function of the script instead.", ""]
+        for task_name, text in profiled.items():
+            summary, _, tables = text.partition("\n")
+            lines += [f"**{TASKS[task_name]['env_id']}**: {summary}", "", tables.strip(), ""]
     lines += ["Our commands (SB3's side is `worker_sb3` in benchmarks/speed.py):", ""]
     lines += [f"- `{r['command']}`" for r in results["our_commands"]]
+    notes = HERE / "speed_notes.md"  # what the figures say, written by hand
+    if notes.exists():
+        lines += ["", notes.read_text().strip()]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -310,6 +336,7 @@ def main() -> None:
     parser.add_argument("--tasks", default="cartpole,halfcheetah", help="comma-separated: " + ", ".join(TASKS))
     parser.add_argument("--threads", default="default,1", help="comma-separated thread settings: default and/or a number")
     parser.add_argument("--ours-flags", default="", help="extra flags for our scripts (e.g. an opt-in speed flag)")
+    parser.add_argument("--line-profile", action="store_true", help="add py-spy line profiles of our scripts")
     parser.add_argument("--out", type=Path, default=HERE / "SPEED.md", help="the report (raw figures go beside it as .json)")
     parser.add_argument("--worker", choices=["sb3", "floor-sb3", "floor-ours", "profile-ours"], help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -324,6 +351,8 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     from run import machine
 
+    if args.line_profile and not (shutil.which("py-spy") or (Path(sys.executable).parent / "py-spy").exists()):
+        sys.exit("speed.py: error: --line-profile needs py-spy: pip install py-spy")
     sb3_python = ensure_sb3_venv()
     sb3_version = subprocess.run([sb3_python, "-c", "import stable_baselines3; print(stable_baselines3.__version__)"],
                                  capture_output=True, text=True, check=True).stdout.strip()
@@ -351,6 +380,8 @@ def main() -> None:
                 results["our_commands"].append({"command": a["command"]})
         profile = call_worker(sys.executable, "profile-ours", task_name)
         results["tasks"][task_name] = {"floor": floor, "threads": per_threads, "profile": profile}
+        if args.line_profile:
+            results["tasks"][task_name]["line_profile"] = line_profile(task)
     results["minutes"] = (time.time() - start) / 60
     args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
     write_report(results, args.out)

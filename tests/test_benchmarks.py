@@ -158,10 +158,16 @@ def test_speed_report_gives_ratios_floors_and_the_time_budget(tmp_path):
     results = {"command": "python benchmarks/speed.py", "date": "2026-01-01", "minutes": 1.0, "runs": 3,
                "sb3_version": "2.9.2", "machine": run.machine(), "our_commands": [{"command": "python ppo_discrete.py"}],
                "tasks": {"cartpole": {"floor": {"ours": 51_200.0, "sb3": 60_000.0}, "profile": profile,
-                                      "threads": {"1": {"ours": [5120.0, 4000.0, 6000.0], "sb3": [2000.0, 2560.0, 3000.0]}}}}}
+                                      "threads": {"1": {"ours": [5120.0, 4000.0, 6000.0], "sb3": [2000.0, 2560.0, 3000.0]}}},
+                         "halfcheetah": {"floor": {"ours": 5000.0, "sb3": 4000.0}, "profile": profile,
+                                         "line_profile": "| 416 | `action = act()` | 300.0 | 30.0% |",
+                                         "threads": {"default": {"ours": [1000.0] * 3, "sb3": [800.0] * 3}}}}}
     speed.write_report(results, tmp_path / "SPEED.md")
     text = (tmp_path / "SPEED.md").read_text()
     assert "| CartPole-v1 | 1 | 5,120 | 2,560 | **2.00×** | 10% | 4% |" in text
+    assert "| HalfCheetah-v4 | default | 1,000 | 800 | **1.25×** |" in text
+    assert "## Line by line" in text and "| 416 | `action = act()` | 300.0 | 30.0% |" in text
+    assert (ROOT / "benchmarks" / "speed_notes.md").read_text().strip() in text
     # 512 steps at 5,120 SPS: 100 ms; the env at 51,200 SPS takes 10 ms; act 20, update 30, the rest 40
     assert "| env steps (+ normalisation), at the floor's speed | 10 | 10% |" in text
     assert "| the rest | 40 | 40% |" in text
