@@ -1,0 +1,86 @@
+"""What the rollout stores is what the update needs: the observations acted on, with the critic's
+V and, for PPO, the policy's log π of the action taken, each under the networks of that rollout.
+The scripts keep these in tensors or NumPy arrays for speed; a value put in the wrong step, the
+wrong buffer or lost in a conversion shows here."""
+
+import torch
+from conftest import short_args
+
+
+def tick_run(module, log_dir, **overrides):
+    """One 12-step iteration of 2 Tick envs (time limit 5), the env of the script's action kind."""
+    env_id = "TickContinuous-v0" if module.__name__ == "ppo_continuous" else "TickDiscrete-v0"
+    extra = {} if module.__name__ == "vpg" else {"num_minibatches": 2}
+    module.train(short_args(module, log_dir, env_id=env_id, num_envs=2, num_steps=12, total_timesteps=24,
+                            **extra, **overrides))
+
+
+def test_values_handed_to_gae_are_the_critics_values_of_the_observations_acted_on(gae_script, monkeypatch,
+                                                                                     log_dir):
+    module, acted_on, agents, seen = gae_script, [], [], []
+    real_gae = module.compute_gae
+
+    class RecordingAgent(module.Agent):
+        def __init__(self, *a):
+            super().__init__(*a)
+            agents.append(self)
+
+        def get_action_and_value(self, obs, action=None):
+            if action is None:  # acting in the rollout
+                acted_on.append(obs.clone())
+            return super().get_action_and_value(obs, action)
+
+    def spy_gae(rewards, values, *rest):
+        if not seen:  # the first rollout, before its update changed the critic
+            with torch.no_grad():
+                seen.append((values.clone(), agents[0].get_value(torch.stack(acted_on[:12]))))
+        return real_gae(rewards, values, *rest)
+
+    monkeypatch.setattr(module, "Agent", RecordingAgent)
+    monkeypatch.setattr(module, "compute_gae", spy_gae)
+    tick_run(module, log_dir)
+    values, expected = seen[0]  # (T, N) each
+    assert values.shape == (12, 2) and expected.abs().min() > 0
+    torch.testing.assert_close(values, expected)
+
+
+def test_first_minibatch_reproduces_the_stored_log_probs_and_values(ppo_script, monkeypatch, log_dir):
+    """Before the first Adam step π_θ is still π_θ_old: the update's re-evaluation of the stored
+    observations and actions gives back the stored log π (ratio 1) and V."""
+    module, calls = ppo_script, []
+    real_loss = module.ppo_loss
+
+    def spy_loss(new_logprob, old_logprob, advantages, new_value, old_value, *rest):
+        calls.append((new_logprob.detach().clone(), old_logprob.clone(), new_value.detach().clone(),
+                      old_value.clone()))
+        return real_loss(new_logprob, old_logprob, advantages, new_value, old_value, *rest)
+
+    monkeypatch.setattr(module, "ppo_loss", spy_loss)
+    tick_run(module, log_dir)
+    new_logprob, old_logprob, new_value, old_value = calls[0]  # (minibatch,) each
+    assert old_value.abs().min() > 0 and old_logprob.abs().min() > 0
+    torch.testing.assert_close(old_logprob, new_logprob)
+    torch.testing.assert_close(old_value, new_value)
+
+
+def test_vpg_first_critic_step_reproduces_the_stored_values(monkeypatch, log_dir):
+    """vpg's policy step leaves the critic as it was in the rollout, so its first critic step
+    re-evaluates the stored observations to the stored values."""
+    import vpg
+
+    gae_values, critic_values = [], []
+    real_gae, real_value_loss = vpg.compute_gae, vpg.value_loss
+
+    def spy_gae(rewards, values, *rest):
+        gae_values.append(values.clone())
+        return real_gae(rewards, values, *rest)
+
+    def spy_value_loss(value, returns):
+        critic_values.append(value.detach().clone())
+        return real_value_loss(value, returns)
+
+    monkeypatch.setattr(vpg, "compute_gae", spy_gae)
+    monkeypatch.setattr(vpg, "value_loss", spy_value_loss)
+    tick_run(vpg, log_dir)
+    assert gae_values[0].abs().min() > 0
+    torch.testing.assert_close(critic_values[0], gae_values[0].reshape(-1))  # (T·N,)
