@@ -370,22 +370,20 @@ def train(args: Args) -> dict:
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
+    # NumPy arrays while the rollout runs: a step adds a few numbers, which cost less to store in
+    # an array than in a tensor. The whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
-    obs = torch.zeros((*shape, obs_dim), device=device)
-    actions = torch.zeros((*shape, act_dim), device=device)
-    logprobs = torch.zeros(shape, device=device)
-    values = torch.zeros(shape, device=device)
-    final_values = torch.zeros(shape, device=device)  # V(final obs) where the episode was truncated
-    # What the env returns stays in NumPy during the rollout, where a tensor per step would cost
-    # more than the arithmetic; it becomes tensors once, before GAE.
+    obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)  # the (normalised) observations
+    actions_np = np.zeros((*shape, act_dim), dtype=np.float32)
+    logprobs_np, values_np = np.zeros(shape, dtype=np.float32), np.zeros(shape, dtype=np.float32)
+    final_values_np = np.zeros(shape, dtype=np.float32)  # V(final obs) where a path was truncated
     rewards_np, terminations_np, truncations_np = (np.zeros(shape) for _ in range(3))
 
     global_step, start_time, last_print = 0, time.time(), 0.0
     episode_return, episode_length = np.zeros(args.num_envs), np.zeros(args.num_envs, dtype=int)
     episodic_returns, recent_returns = [], deque(maxlen=20)
     next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
-    next_obs_np = normalize_obs(next_obs_np)
-    next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+    next_obs_np = normalize_obs(next_obs_np).astype(np.float32)  # float32, as the networks are
     stop = stop_on_ctrl_c()  # a Ctrl-C ends the loop after the current update (see below `train`)
     guard = Guard(args, run_dir, writer, agent, normalizer)  # stops the run on NaN or inf
     for iteration in range(1, num_iterations + 1):
@@ -394,49 +392,53 @@ def train(args: Args) -> dict:
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
         # --- rollout: T steps in each of the N envs with the current policy π_θ_old ---
-        for step in range(args.num_steps):
-            global_step += args.num_envs
-            obs[step] = next_obs
-            # Acting needs no gradient (the update recomputes log π). Inference mode also skips
-            # the version counters and view tracking that autograd keeps under no_grad.
-            with torch.inference_mode():
+        # Collecting needs no gradient: the update recomputes log π and V. Inference mode also
+        # skips the version counters and view tracking that autograd keeps under no_grad.
+        with torch.inference_mode():
+            for step in range(args.num_steps):
+                global_step += args.num_envs
+                obs_np[step] = next_obs_np
+                next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
                 action, logprob, _, value = agent.get_action_and_value(next_obs)
-            actions[step], logprobs[step], values[step] = action, logprob, value
-            # The Gaussian sample can leave the action bounds. The env gets it clipped; the buffer
-            # keeps the sample itself, because log π(a|s) is its density (continuous detail 5).
-            env_action = np.clip(action.cpu().numpy(), action_low, action_high)
-            next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
-            guard.check_env(next_obs_np, reward, infos, global_step)
-            scaled_reward = (normalizer.scale_reward(reward, terminated | truncated)
-                             if args.norm_reward else reward)
-            rewards_np[step] = scaled_reward
-            terminations_np[step], truncations_np[step] = terminated, truncated
-            next_obs_np = normalize_obs(next_obs_np)
-            next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
-            if truncated.any():  # bootstrap value of a cut episode: V of its real final observation
-                # A MuJoCo episode that does not fall ends here, at its 1000-step limit (every
-                # HalfCheetah episode does). The final observation is normalised like every other
-                # one (statistics not updated: it is not acted on).
-                idx = np.flatnonzero(truncated)
-                final_obs_np = np.stack(infos["final_obs"][idx])
-                final_obs_np = normalize_obs(final_obs_np, update=False)
-                final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
-                with torch.no_grad():
-                    final_values[step, idx] = agent.get_value(final_obs)
-            episode_return += reward  # the raw reward: returns are reported unscaled
-            episode_length += 1
-            for i in np.flatnonzero(terminated | truncated):
-                writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
-                writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
-                episodic_returns.append((global_step, float(episode_return[i])))
-                recent_returns.append(episode_return[i])
-                episode_return[i], episode_length[i] = 0.0, 0
+                action_np = action.cpu().numpy()
+                actions_np[step], logprobs_np[step], values_np[step] = (
+                    action_np, logprob.cpu().numpy(), value.cpu().numpy())
+                # The Gaussian sample can leave the action bounds. The env gets it clipped; the
+                # buffer keeps the sample itself, because log π(a|s) is its density (continuous
+                # detail 5).
+                env_action = np.clip(action_np, action_low, action_high)
+                next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
+                guard.check_env(next_obs_np, reward, infos, global_step)
+                scaled_reward = (normalizer.scale_reward(reward, terminated | truncated)
+                                 if args.norm_reward else reward)
+                rewards_np[step] = scaled_reward
+                terminations_np[step], truncations_np[step] = terminated, truncated
+                next_obs_np = normalize_obs(next_obs_np).astype(np.float32)
+                if truncated.any():  # bootstrap a cut episode with V of its real final observation
+                    # A MuJoCo episode that does not fall ends here, at its 1000-step limit (every
+                    # HalfCheetah episode does). The final observation is normalised like every
+                    # other one (statistics not updated: it is not acted on).
+                    idx = np.flatnonzero(truncated)
+                    final_obs_np = np.stack(infos["final_obs"][idx])
+                    final_obs_np = normalize_obs(final_obs_np, update=False)
+                    final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
+                    final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
+                episode_return += reward  # the raw reward: returns are reported unscaled
+                episode_length += 1
+                for i in np.flatnonzero(terminated | truncated):
+                    writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
+                    writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
+                    episodic_returns.append((global_step, float(episode_return[i])))
+                    recent_returns.append(episode_return[i])
+                    episode_return[i], episode_length[i] = 0.0, 0
 
         # --- bootstrap and advantages ---
-        rewards, terminations, truncations = (
-            torch.as_tensor(x, dtype=torch.float32, device=device)  # (T, N)
-            for x in (rewards_np, terminations_np, truncations_np))
+        obs, actions, logprobs, values, final_values, rewards, terminations, truncations = (
+            torch.tensor(x, dtype=torch.float32, device=device)  # (T, N, ...): copies, the
+            for x in (obs_np, actions_np, logprobs_np, values_np, final_values_np, rewards_np,
+                      terminations_np, truncations_np))  # arrays are refilled next rollout
         with torch.no_grad():
+            next_obs = torch.from_numpy(next_obs_np).to(device)
             next_value = agent.get_value(next_obs)  # V(s_T), (N,)
         # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
         # truncated. After a termination it is the reset observation's value, masked in GAE.

@@ -253,36 +253,36 @@ def train(args: Args) -> dict:
                                                          for _ in range(3))
         b_obs, b_actions, b_rewards, b_dones = [], [], [], []  # a step each, episode after episode
         collecting = np.ones(args.num_envs, dtype=bool)  # env i's episode goes into the batch
-        while collecting.any():
-            global_step += args.num_envs
-            # Acting needs no gradient (the update recomputes log π). Inference mode also skips
-            # the version counters and view tracking that autograd keeps under no_grad.
-            with torch.inference_mode():
+        # Collecting needs no gradient: the update recomputes log π. Inference mode also skips
+        # the version counters and view tracking that autograd keeps under no_grad.
+        with torch.inference_mode():
+            while collecting.any():
+                global_step += args.num_envs
                 action, _, _ = agent.get_action(next_obs)
-            # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
-            # keeps the sample itself, whose log-probability is the one the gradient needs.
-            env_action = action.cpu().numpy()
-            if continuous:
-                env_action = np.clip(env_action, action_space.low, action_space.high)
-            next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
-            guard.check_env(next_obs_np, reward, infos, global_step)
-            for i in np.flatnonzero(collecting):
-                episode_obs[i].append(next_obs[i])
-                episode_actions[i].append(action[i])
-                episode_rewards[i].append(float(reward[i]))
-            next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
-            for i in np.flatnonzero((terminated | truncated) & collecting):
-                length, episode_return = len(episode_rewards[i]), sum(episode_rewards[i])
-                writer.add_scalar("charts/episodic_return", episode_return, global_step)
-                writer.add_scalar("charts/episodic_length", length, global_step)
-                episodic_returns.append((global_step, episode_return))
-                recent_returns.append(episode_return)
-                b_obs += episode_obs[i]
-                b_actions += episode_actions[i]
-                b_rewards += episode_rewards[i]
-                b_dones += [0.0] * (length - 1) + [1.0]
-                episode_obs[i], episode_actions[i], episode_rewards[i] = [], [], []
-                collecting[i] = len(b_rewards) < args.batch_size
+                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # keeps the sample itself, whose log-probability is the one the gradient needs.
+                env_action = action.cpu().numpy()
+                if continuous:
+                    env_action = np.clip(env_action, action_space.low, action_space.high)
+                next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
+                guard.check_env(next_obs_np, reward, infos, global_step)
+                for i in np.flatnonzero(collecting):
+                    episode_obs[i].append(next_obs[i])
+                    episode_actions[i].append(action[i])
+                    episode_rewards[i].append(float(reward[i]))
+                next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+                for i in np.flatnonzero((terminated | truncated) & collecting):
+                    length, episode_return = len(episode_rewards[i]), sum(episode_rewards[i])
+                    writer.add_scalar("charts/episodic_return", episode_return, global_step)
+                    writer.add_scalar("charts/episodic_length", length, global_step)
+                    episodic_returns.append((global_step, episode_return))
+                    recent_returns.append(episode_return)
+                    b_obs += episode_obs[i]
+                    b_actions += episode_actions[i]
+                    b_rewards += episode_rewards[i]
+                    b_dones += [0.0] * (length - 1) + [1.0]
+                    episode_obs[i], episode_actions[i], episode_rewards[i] = [], [], []
+                    collecting[i] = len(b_rewards) < args.batch_size
 
         # --- returns: rewards-to-go G_t of each step, within its episode ---
         b_obs, b_actions = torch.stack(b_obs), torch.stack(b_actions)  # (B, obs_dim), (B, ...)

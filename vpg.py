@@ -285,38 +285,37 @@ def train(args: Args) -> dict:
     guard = Guard(args, run_dir, writer, agent)  # stops the run on NaN or inf (see below `train`)
     for iteration in range(1, num_iterations + 1):
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        for step in range(args.num_steps):
-            global_step += args.num_envs
-            obs[step] = next_obs
-            # Acting needs no gradient (the update recomputes log π). Inference mode also skips
-            # the version counters and view tracking that autograd keeps under no_grad.
-            with torch.inference_mode():
+        # Collecting needs no gradient: the update recomputes log π and V. Inference mode also
+        # skips the version counters and view tracking that autograd keeps under no_grad.
+        with torch.inference_mode():
+            for step in range(args.num_steps):
+                global_step += args.num_envs
+                obs[step] = next_obs
                 action, _, _, value = agent.get_action_and_value(next_obs)
-            actions[step], values[step] = action, value
-            # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
-            # keeps the sample itself, whose log-probability is the one the gradient needs.
-            env_action = action.cpu().numpy()
-            if continuous:
-                env_action = np.clip(env_action, action_space.low, action_space.high)
-            next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
-            guard.check_env(next_obs_np, reward, infos, global_step)
-            rewards_np[step] = reward
-            terminations_np[step], truncations_np[step] = terminated, truncated
-            next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
-            if truncated.any():  # bootstrap value of a cut episode: V of its real final observation
-                idx = np.flatnonzero(truncated)
-                final_obs = torch.as_tensor(np.stack(infos["final_obs"][idx]), dtype=torch.float32,
-                                            device=device)
-                with torch.no_grad():
+                actions[step], values[step] = action, value
+                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # keeps the sample itself, whose log-probability is the one the gradient needs.
+                env_action = action.cpu().numpy()
+                if continuous:
+                    env_action = np.clip(env_action, action_space.low, action_space.high)
+                next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
+                guard.check_env(next_obs_np, reward, infos, global_step)
+                rewards_np[step] = reward
+                terminations_np[step], truncations_np[step] = terminated, truncated
+                next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+                if truncated.any():  # bootstrap a cut episode with V of its real final observation
+                    idx = np.flatnonzero(truncated)
+                    final_obs_np = np.stack(infos["final_obs"][idx])
+                    final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                     final_values[step, idx] = agent.get_value(final_obs)
-            episode_return += reward
-            episode_length += 1
-            for i in np.flatnonzero(terminated | truncated):
-                writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
-                writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
-                episodic_returns.append((global_step, float(episode_return[i])))
-                recent_returns.append(episode_return[i])
-                episode_return[i], episode_length[i] = 0.0, 0
+                episode_return += reward
+                episode_length += 1
+                for i in np.flatnonzero(terminated | truncated):
+                    writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
+                    writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
+                    episodic_returns.append((global_step, float(episode_return[i])))
+                    recent_returns.append(episode_return[i])
+                    episode_return[i], episode_length[i] = 0.0, 0
 
         # --- bootstrap and advantages ---
         rewards, terminations, truncations = (
