@@ -2,7 +2,7 @@
 
     python benchmarks/speed.py                      # writes benchmarks/SPEED.md and benchmarks/speed.json
     python benchmarks/speed.py --runs 5 --tasks halfcheetah
-    python benchmarks/speed.py --runs 5 --line-profile   # adds py-spy line profiles (pip install py-spy)
+    python benchmarks/speed.py --runs 5 --line-profile   # adds line-by-line timings of our scripts
 
 Two tasks, each with the same hyperparameters on both sides (CleanRL's settings):
   cartpole     ppo_discrete.py on CartPole-v1: 4 envs × 128 steps, 4 epochs × 4 minibatches
@@ -19,7 +19,7 @@ the same vector env and normalisation stepped with random actions and no learnin
 beat it, so it shows how much of each run's time is spent outside the env.
 
 `--line-profile` adds, per task, where each microsecond of our step goes, line by line
-of `train` (benchmarks/profile_lines.py, which needs py-spy). The hand-written reading of the
+of `train` (benchmarks/profile_lines.py, every line timed). The hand-written reading of the
 figures, benchmarks/speed_notes.md, is appended to the report.
 
 Thread settings: "default" runs each program as it starts (our scripts set one torch thread; SB3
@@ -30,7 +30,6 @@ the machine meanwhile: two timed processes on two cores distort each other.
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -316,9 +315,10 @@ def write_report(results: dict, path: Path) -> None:
     if profiled:
         lines += ["## Line by line", "",
                   "Where each microsecond of an env step goes, per line of `train`'s loop, everything the line "
-                  "calls included (benchmarks/profile_lines.py: py-spy samples our command at 250 Hz, one torch "
-                  "thread, in a run of its own; the sampling slows the run by a few percent). The second table "
-                  "charges each sample to the innermost function of the script instead.", ""]
+                  "calls included (benchmarks/profile_lines.py: our command in a run of its own, one torch thread, "
+                  "with a clock read before and after every statement of the loop, and around the test or "
+                  "iterable of every `if` and `for` header; the last row is what the lines leave out of the "
+                  "loop's total).", ""]
         for task_name, text in profiled.items():
             summary, _, tables = text.partition("\n")
             lines += [f"**{TASKS[task_name]['env_id']}**: {summary}", "", tables.strip(), ""]
@@ -336,7 +336,7 @@ def main() -> None:
     parser.add_argument("--tasks", default="cartpole,halfcheetah", help="comma-separated: " + ", ".join(TASKS))
     parser.add_argument("--threads", default="default,1", help="comma-separated thread settings: default and/or a number")
     parser.add_argument("--ours-flags", default="", help="extra flags for our scripts (e.g. an opt-in speed flag)")
-    parser.add_argument("--line-profile", action="store_true", help="add py-spy line profiles of our scripts")
+    parser.add_argument("--line-profile", action="store_true", help="add line-by-line timings of our scripts")
     parser.add_argument("--out", type=Path, default=HERE / "SPEED.md", help="the report (raw figures go beside it as .json)")
     parser.add_argument("--worker", choices=["sb3", "floor-sb3", "floor-ours", "profile-ours"], help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -351,8 +351,6 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     from run import machine
 
-    if args.line_profile and not (shutil.which("py-spy") or (Path(sys.executable).parent / "py-spy").exists()):
-        sys.exit("speed.py: error: --line-profile needs py-spy: pip install py-spy")
     sb3_python = ensure_sb3_venv()
     sb3_version = subprocess.run([sb3_python, "-c", "import stable_baselines3; print(stable_baselines3.__version__)"],
                                  capture_output=True, text=True, check=True).stdout.strip()

@@ -1,11 +1,14 @@
 """benchmarks/: the smoke suite end to end (runner, then report), resuming, failures, and the
 aggregation behind the tables and plots on synthetic curves."""
 
+import ast
 import csv
 import json
 import os
 import subprocess
 import sys
+import time
+from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -226,6 +229,41 @@ def test_report_puts_ablations_in_their_own_page_with_a_bootstrap_interval(tmp_p
     assert "python ppo_continuous.py --env-id Pendulum-v1 --seed 1 --total-timesteps 300000 --no-norm-obs" in text
     results = (tmp_path / "RESULTS.md").read_text()
     assert "## Pendulum-v1" in results and "no-norm-obs" not in results and "no-bootstrap" not in results
+
+
+FAKE_TRAIN = """import time
+
+def train(args):
+    out = []
+    for iteration in range(3):
+        time.sleep(0.01)
+        if iteration == 1:
+            continue
+        for i in [time.sleep(0.002), 7]:
+            time.sleep(0.003)
+            out.append(i)
+    return out
+"""
+
+
+def test_line_timer_times_each_statement_of_the_training_loop_and_keeps_its_meaning(tmp_path):
+    """The timer of benchmarks/profile_lines.py: each statement of the loop gets the time it ran,
+    a `for` header the time of its iterable, and the loop its whole time (key 0); the program
+    computes what it did before, `continue` included."""
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE_TRAIN)
+    tree = profile_lines.instrument(ast.parse(FAKE_TRAIN), profile_lines.loop_lines(script))
+    line_ns = defaultdict(int)
+    module = {"_clock": time.perf_counter_ns, "_line_ns": line_ns}
+    exec(compile(tree, str(script), "exec"), module)
+    assert module["train"](None) == [None, 7, None, 7]
+    lines = FAKE_TRAIN.splitlines()
+    sleep, for_header, inner_sleep = (lines.index(code) + 1 for code in (
+        "        time.sleep(0.01)", "        for i in [time.sleep(0.002), 7]:", "            time.sleep(0.003)"))
+    assert line_ns[sleep] >= 30e6  # 3 × 10 ms
+    assert line_ns[inner_sleep] >= 12e6  # 4 × 3 ms
+    assert 4e6 <= line_ns[for_header] < line_ns[inner_sleep]  # 2 × 2 ms: only the iterable is its own
+    assert sum(ns for line, ns in line_ns.items() if line) <= line_ns[0]  # nothing counted twice
 
 
 def test_line_profile_charges_each_sample_to_the_running_line_of_the_training_loop():
