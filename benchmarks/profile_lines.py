@@ -15,9 +15,9 @@ each line with everything it calls: the policy, the env, the normaliser, torch):
 - `py-spy`: py-spy samples the unchanged script 250 times a second without pausing it, and each
   sample is charged to the running line of the loop and to the script's innermost function.
   Sampling a running process misreads fast-changing stacks: here it lost about a fifth of the
-  loop's time, most of it inside the vector env's step, and charged some to neighbouring lines
+  loop's time, most of it inside the vector env's step, and charged some to the wrong lines
   (benchmarks/speed_notes.md). Pausing the process for each sample (py-spy's default, not used)
-  fixes that but slows the run by a third. Kept for its second table, by innermost function.
+  fixes that but slows the run by about a tenth. Kept for its second table, by innermost function.
 """
 import argparse
 import ast
