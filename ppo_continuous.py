@@ -376,7 +376,7 @@ def train(args: Args) -> dict:
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)  # the (normalised) observations
     actions_np = np.zeros((*shape, act_dim), dtype=np.float32)
     logprobs_np, values_np = np.zeros(shape, dtype=np.float32), np.zeros(shape, dtype=np.float32)
-    final_values_np = np.zeros(shape, dtype=np.float32)  # V(final obs) where a path was truncated
+    final_values_np = np.zeros(shape, dtype=np.float32)  # V(final obs) at a truncation
     rewards_np, terminations_np, truncations_np = (np.zeros(shape) for _ in range(3))
 
     global_step, start_time, last_print = 0, time.time(), 0.0

@@ -10,8 +10,9 @@ each line with everything it calls: the policy, the env, the normaliser, torch):
 - `timer` (the default): the script's `train` is compiled with a clock read before and after
   every simple statement inside its training loop (the `for iteration` loop), and the expression
   of every `if` and `for` header there; the run itself is otherwise unchanged (one torch thread,
-  no evaluation). Exact per line, at a cost of two clock reads per statement (under 1% of a step);
-  what the table leaves out of the loop's total is the loops' own iteration and the clock reads.
+  no evaluation). Exact per line, at a cost of two clock reads per statement (about 1% of a step
+  here); what the table leaves out of the loop's total is the loops' own iteration and the clock
+  reads.
 - `py-spy`: py-spy samples the unchanged script 250 times a second without pausing it, and each
   sample is charged to the running line of the loop and to the script's innermost function.
   Sampling a running process misreads fast-changing stacks: here it lost about a fifth of the
@@ -52,42 +53,40 @@ def instrument(tree: ast.Module, loop: tuple[int, int]) -> ast.Module:
     return, raise) are not timed: their second clock read would never run."""
 
     def timed(line: int, *body: ast.stmt) -> list[ast.stmt]:
-        start = ast.parse(f"_t{line} = _clock()").body  # one name per line: the loop's own nests
+        start = ast.parse(f"_t{line} = _clock()").body  # a name per line: line 0 encloses the rest
         stop = ast.parse(f"_line_ns[{line}] += _clock() - _t{line}").body
         return [*start, *body, *stop]
 
-    class Timer(ast.NodeTransformer):
-        def visit_block(self, stmts: list[ast.stmt]) -> list[ast.stmt]:
-            out = []
-            for stmt in stmts:
-                if isinstance(stmt, (ast.Break, ast.Continue, ast.Return, ast.Raise)):
-                    out.append(stmt)
-                    continue
-                self.generic_visit(stmt)  # the blocks nested in it
-                if isinstance(stmt, (ast.If, ast.For)):  # time the test or the iterable, once
-                    field = "test" if isinstance(stmt, ast.If) else "iter"
-                    name = f"_{field}_{stmt.lineno}"
-                    assign = ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], getattr(stmt, field)), stmt)
-                    out += timed(stmt.lineno, assign)
-                    setattr(stmt, field, ast.Name(name, ast.Load()))
-                    out.append(stmt)
-                elif isinstance(stmt, (ast.With, ast.While, ast.Try)):
-                    out.append(stmt)  # its header is left untimed
-                else:
-                    out += timed(stmt.lineno, stmt)
-            return out
+    def timed_block(stmts: list[ast.stmt]) -> list[ast.stmt]:
+        out = []
+        for stmt in stmts:
+            if isinstance(stmt, (ast.Break, ast.Continue, ast.Return, ast.Raise)):
+                out.append(stmt)
+                continue
+            time_nested_blocks(stmt)
+            if isinstance(stmt, (ast.If, ast.For)):  # time the test or the iterable, once
+                field = "test" if isinstance(stmt, ast.If) else "iter"
+                name = f"_{field}_{stmt.lineno}"
+                assign = ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], getattr(stmt, field)), stmt)
+                out += timed(stmt.lineno, assign)
+                setattr(stmt, field, ast.Name(name, ast.Load()))
+                out.append(stmt)
+            elif isinstance(stmt, (ast.With, ast.While, ast.Try)):
+                out.append(stmt)  # its header is left untimed
+            else:
+                out += timed(stmt.lineno, stmt)
+        return out
 
-        def generic_visit(self, node):
-            for field in ("body", "orelse", "finalbody"):
-                if isinstance(getattr(node, field, None), list):
-                    setattr(node, field, self.visit_block(getattr(node, field)))
-            for handler in getattr(node, "handlers", []):
-                handler.body = self.visit_block(handler.body)
-            return node
+    def time_nested_blocks(node: ast.stmt) -> None:
+        for field in ("body", "orelse", "finalbody"):
+            if isinstance(getattr(node, field, None), list):
+                setattr(node, field, timed_block(getattr(node, field)))
+        for handler in getattr(node, "handlers", []):
+            handler.body = timed_block(handler.body)
 
     train = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "train")
-    index, outer = next((i, n) for i, n in enumerate(train.body) if getattr(n, "lineno", 0) == loop[0])
-    Timer().generic_visit(outer)
+    index, outer = next((i, n) for i, n in enumerate(train.body) if n.lineno == loop[0])
+    time_nested_blocks(outer)
     train.body[index:index + 1] = timed(0, outer)
     return ast.fix_missing_locations(tree)
 
