@@ -3,6 +3,7 @@
     python benchmarks/speed.py                      # writes benchmarks/SPEED.md and benchmarks/speed.json
     python benchmarks/speed.py --runs 5 --tasks halfcheetah
     python benchmarks/speed.py --runs 5 --line-profile   # adds line-by-line timings of our scripts
+    python benchmarks/speed.py --compare ../before . --tasks halfcheetah --runs 5   # a change, timed
 
 Two tasks, each with the same hyperparameters on both sides (CleanRL's settings):
   cartpole     ppo_discrete.py on CartPole-v1: 4 envs × 128 steps, 4 epochs × 4 minibatches
@@ -21,6 +22,11 @@ beat it, so it shows how much of each run's time is spent outside the env.
 `--line-profile` adds, per task, where each microsecond of our step goes, line by line
 of `train` (benchmarks/profile_lines.py, every line timed). The hand-written reading of the
 figures, benchmarks/speed_notes.md, is appended to the report.
+
+`--compare A B ...` times a change instead of writing the report: our command of each task from
+checkout A (the code before the change, e.g. a `git worktree`), then B, and so on, alternated
+`--runs` times, default threads; the medians are printed against A's. `--script` swaps in another
+of our scripts on the task's env (vpg.py and reinforce.py were timed on CartPole-v1 that way).
 
 Thread settings: "default" runs each program as it starts (our scripts set one torch thread; SB3
 keeps torch's default, one per core); "1" sets one torch thread in both. Nothing else may run on
@@ -212,14 +218,15 @@ def worker_profile_ours(task: dict) -> dict:
             "GAE": gae * ms}
 
 
-def ours(task: dict, threads: str, extra: list[str]) -> dict:
-    """Our script from the command line, as a user runs it; SPS from its TensorBoard events."""
+def ours(task: dict, threads: str, extra: list[str], root: Path = ROOT) -> dict:
+    """Our script (in checkout `root`) from the command line, as a user runs it; SPS from its
+    TensorBoard events."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     cmd = [task["script"], "--env-id", task["env_id"], "--total-timesteps", str(task["steps"]), "--eval-episodes", "0",
            *task["ours"], *extra] + ([] if threads == "default" else ["--num-threads", threads])
     with tempfile.TemporaryDirectory() as log_dir:
-        subprocess.run([sys.executable, *cmd, "--log-dir", log_dir], cwd=ROOT, check=True, capture_output=True,
+        subprocess.run([sys.executable, *cmd, "--log-dir", log_dir], cwd=root, check=True, capture_output=True,
                        env=dict(os.environ, PYTHONWARNINGS="ignore"))
         (run_dir,) = [e.path for e in os.scandir(log_dir)]
         events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
@@ -330,6 +337,21 @@ def write_report(results: dict, path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def compare(checkouts: list[Path], task: dict, runs: int) -> dict[Path, list[float]]:
+    """Our command of `task` from each checkout in turn (A B A B ...), `runs` times each: how a
+    change is timed against the code before it. Prints each run and the medians."""
+    sps = {root: [] for root in checkouts}
+    for i in range(runs):
+        for root in checkouts:
+            sps[root].append(ours(task, "default", [], root)["sps"])
+            print(f"run {i + 1}/{runs} {root}: {sps[root][-1]:,.0f} SPS", flush=True)
+    base = median(sps[checkouts[0]])
+    for root, values in sps.items():
+        print(f"{root}: median {median(values):,.0f} SPS ({median(values) / base - 1:+.1%}), "
+              f"runs {', '.join(f'{x:,.0f}' for x in values)}")
+    return sps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="runs of each side per task and thread setting")
@@ -338,6 +360,9 @@ def main() -> None:
     parser.add_argument("--ours-flags", default="", help="extra flags for our scripts (e.g. an opt-in speed flag)")
     parser.add_argument("--line-profile", action="store_true", help="add line-by-line timings of our scripts")
     parser.add_argument("--out", type=Path, default=HERE / "SPEED.md", help="the report (raw figures go beside it as .json)")
+    parser.add_argument("--compare", nargs="+", type=Path, metavar="CHECKOUT",
+                        help="instead of the report: time our command of each task from these checkouts, alternated")
+    parser.add_argument("--script", help="with --compare: this script instead of the task's (e.g. vpg.py)")
     parser.add_argument("--worker", choices=["sb3", "floor-sb3", "floor-ours", "profile-ours"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     task_names = args.tasks.split(",")
@@ -346,6 +371,11 @@ def main() -> None:
         result = {"sb3": lambda: worker_sb3(task, args.threads), "floor-sb3": lambda: worker_floor_sb3(task),
                   "floor-ours": lambda: worker_floor_ours(task), "profile-ours": lambda: worker_profile_ours(task)}[args.worker]()
         print(json.dumps(result))
+        return
+
+    if args.compare:
+        for task_name in task_names:
+            compare(args.compare, {**TASKS[task_name], **({"script": args.script} if args.script else {})}, args.runs)
         return
 
     sys.path.insert(0, str(HERE))

@@ -231,6 +231,22 @@ def test_report_puts_ablations_in_their_own_page_with_a_bootstrap_interval(tmp_p
     assert "## Pendulum-v1" in results and "no-norm-obs" not in results and "no-bootstrap" not in results
 
 
+def test_compare_alternates_the_checkouts_and_measures_each_from_its_own_root(monkeypatch, capsys, tmp_path):
+    """speed.py --compare: A B A B ..., each run of our command started in its own checkout."""
+    calls = []
+
+    def fake_ours(task, threads, extra, root):
+        calls.append((task["script"], root))
+        return {"sps": 100.0 * (len(calls) + 1) if root.name == "after" else 100.0}
+
+    monkeypatch.setattr(speed, "ours", fake_ours)
+    before, after = tmp_path / "before", tmp_path / "after"
+    sps = speed.compare([before, after], {**speed.TASKS["cartpole"], "script": "vpg.py"}, runs=2)
+    assert calls == [("vpg.py", before), ("vpg.py", after)] * 2
+    assert sps == {before: [100.0, 100.0], after: [300.0, 500.0]}
+    assert "median 400 SPS (+300.0%)" in capsys.readouterr().out
+
+
 FAKE_TRAIN = """import time
 
 def train(args):
