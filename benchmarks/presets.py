@@ -49,6 +49,19 @@ SUITES = {
     ],
 }
 
+# The PPO paper's Figure 3 (Schulman et al. 2017): seven MuJoCo envs at 1M steps, 3 seeds, one
+# curve per algorithm of the reading order, each script at its own defaults. The cells it shares
+# with the mujoco suite are the same runs (same ids), so they are reused, not rerun. The last two
+# PPO cells complete CleanRL's published v4 table (InvertedPendulum is among the seven). Pusher-v4
+# needs mujoco<3, which requirements.txt does not install (see RESULTS.md).
+FIGURE3_ENVS = ["HalfCheetah-v4", "Hopper-v4", "InvertedDoublePendulum-v4", "InvertedPendulum-v4",
+                "Reacher-v4", "Swimmer-v4", "Walker2d-v4"]
+SUITES["figure3"] = (
+    [("ppo_continuous", env_id, [], THREE_SEEDS) for env_id in FIGURE3_ENVS]
+    + [("ppo_continuous", env_id, [], THREE_SEEDS) for env_id in ("Humanoid-v4", "Pusher-v4")]
+    + [(script, env_id, MILLION, THREE_SEEDS) for script in ("vpg", "reinforce") for env_id in FIGURE3_ENVS]
+)
+
 # The ablations (benchmarks/ABLATIONS.md): each cell switches one detail of the PPO scripts off,
 # and its variant name (the fifth item) goes into the run id, so that it never collides with the
 # default run of the same seed. A cell without a variant is the default it is compared with: the
