@@ -28,7 +28,6 @@ LaTeX of the equation the code below computes. The training algorithm ends with 
 tooling after it (input checks, evaluation, checkpoints) can be skipped on a first reading.
 """
 
-import difflib
 import importlib.util
 import math
 import os
@@ -36,7 +35,6 @@ import random
 import signal
 import sys
 import time
-from collections import deque
 from dataclasses import asdict, dataclass
 
 import gymnasium as gym
@@ -49,35 +47,9 @@ from torch.utils.tensorboard import SummaryWriter
 
 @dataclass
 class Args:
-    # --- experiment ---
-    exp_name: str = "ppo_continuous"
-    """name of the experiment; part of the run directory runs/<env>__<exp>__<seed>__<time>"""
-    seed: int = 1
-    """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
-    cuda: bool = False
-    """train on the GPU (an error if torch finds none); for networks this small the CPU is often
-    as fast"""
-    num_threads: int = 1
-    """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
-    log_dir: str = "runs"
-    """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
-    capture_video: bool = False
-    """record videos of the evaluation episodes into <run>/videos (needs: pip install moviepy)"""
-    save_model: bool = False
-    """save the policy to <run>/model.pt at the end of training, or when interrupted with Ctrl-C"""
-    eval_episodes: int = 10
-    """episodes played with the mean action after training (0 to skip); printed and logged. An
-    env without a time limit has its episodes cut at 10,000 steps"""
-    eval_checkpoint: str | None = None
-    """instead of training, load this model.pt and evaluate it for --eval-episodes episodes"""
-    eval_seed: int | None = None
-    """seed of the evaluation; by default the training --seed + 10,000 (seeds the training envs
-    never used), also with --eval-checkpoint, which so repeats the evaluation after training"""
-
-    # --- algorithm ---
+    # --- the algorithm ---
     env_id: str = "HalfCheetah-v4"
-    """Gymnasium id of an env with bounded Box actions and flat Box observations; module:EnvId
-    imports module first, which registers an env of your own (README, "Your own environment")"""
+    """Gymnasium env with bounded Box actions; module:EnvId for an env of your own"""
     hidden_size: int = 64
     """units in each of the two tanh hidden layers of the actor and of the critic"""
     total_timesteps: int = 1_000_000
@@ -113,18 +85,37 @@ class Args:
     target_kl: float | None = None
     """stop an update's epochs once an epoch's mean approx-KL exceeds it; typical 0.01 to 0.05"""
     bootstrap_truncation: bool = True
-    """bootstrap a time-limit truncation with V(final observation) (Pardo et al. 2018);
-    --no-bootstrap-truncation treats it as a termination, as CleanRL does (an ablation)"""
+    """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
     norm_obs: bool = True
-    """normalise observations by running statistics (continuous details 6-7); --no-norm-obs
-    gives the networks the raw observations (an ablation)"""
+    """normalise observations by running statistics (continuous details 6-7); --no-…: raw ones"""
     norm_reward: bool = True
-    """scale rewards by the std of the running discounted return (continuous details 8-9);
-    --no-norm-reward learns from the raw rewards (an ablation)"""
+    """scale rewards by the std of the running discounted return (continuous details 8-9)"""
     clip_obs: float = 10.0
     """normalised observations are clipped to ±clip_obs (continuous detail 7)"""
     clip_reward: float = 10.0
     """scaled rewards are clipped to ±clip_reward (continuous detail 9)"""
+
+    # --- the run: seed, threads, logging, saving, evaluation ---
+    exp_name: str = "ppo_continuous"
+    """name of the experiment; part of the run directory runs/<env>__<exp>__<seed>__<time>"""
+    seed: int = 1
+    """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
+    num_threads: int = 1
+    """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
+    cuda: bool = False
+    """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
+    log_dir: str = "runs"
+    """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
+    save_model: bool = False
+    """save the policy to <run>/model.pt at the end of training, or when stopped early"""
+    eval_episodes: int = 10
+    """episodes with the mean action after training (0: none), each cut at 10,000 steps at most"""
+    eval_seed: int | None = None
+    """seed of the evaluation episodes; by default --seed + 10,000 (seeds training never used)"""
+    eval_checkpoint: str | None = None
+    """evaluate this model.pt instead of training; other flags default to those it was saved with"""
+    capture_video: bool = False
+    """film the evaluation episodes into <run>/videos (needs: pip install moviepy)"""
 
 
 def make_env(env_id: str, **kwargs) -> gym.Env:
@@ -140,8 +131,10 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     # the real last observation is in infos["final_obs"]. So every stored transition is real (the
     # default NEXT_STEP mode would spend one action per episode on a reset), and the final
     # observation is at hand to bootstrap a truncated episode.
-    return gym.vector.SyncVectorEnv([lambda: make_env(env_id) for _ in range(num_envs)],
+    envs = gym.vector.SyncVectorEnv([lambda: make_env(env_id) for _ in range(num_envs)],
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    # Adds infos["episode"] (return and length) at each episode's end, for the logs.
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
@@ -345,7 +338,7 @@ def train(args: Args) -> dict:
     batch_size = args.num_envs * args.num_steps
     minibatch_size = batch_size // args.num_minibatches
     num_iterations = args.total_timesteps // batch_size
-    # The env id without the module of module:EnvId (Windows forbids a colon in a folder name).
+    # The env id without the module of module:EnvId: no ':' in a folder name.
     run_name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
     run_dir = os.path.join(args.log_dir, run_name)
     writer = SummaryWriter(run_dir)
@@ -380,12 +373,10 @@ def train(args: Args) -> dict:
     rewards_np, terminations_np, truncations_np = (np.zeros(shape) for _ in range(3))
 
     global_step, start_time, last_print = 0, time.time(), 0.0
-    episode_return, episode_length = np.zeros(args.num_envs), np.zeros(args.num_envs, dtype=int)
-    episodic_returns, recent_returns = [], deque(maxlen=20)
+    episodic_returns = []  # (step, return) of every training episode
     next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
     next_obs_np = normalize_obs(next_obs_np).astype(np.float32)  # float32, as the networks are
-    stop = stop_on_ctrl_c()  # a Ctrl-C ends the loop after the current update (see below `train`)
-    guard = Guard(args, run_dir, writer, agent, normalizer)  # stops the run on NaN or inf
+    run = Run(args, agent, writer, normalizer)  # guard rails, Ctrl-C, checkpoint (after `train`)
     for iteration in range(1, num_iterations + 1):
         if args.anneal_lr:  # α_k = α (1 − (k − 1)/K) in iteration k of K
             frac = 1.0 - (iteration - 1.0) / num_iterations
@@ -408,7 +399,7 @@ def train(args: Args) -> dict:
                 # detail 5).
                 env_action = np.clip(action_np, action_low, action_high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
-                guard.check_env(next_obs_np, reward, infos, global_step)
+                run.check_env(next_obs_np, reward, infos, global_step)  # stops on NaN or inf
                 scaled_reward = (normalizer.scale_reward(reward, terminated | truncated)
                                  if args.norm_reward else reward)
                 rewards_np[step] = scaled_reward
@@ -423,14 +414,11 @@ def train(args: Args) -> dict:
                     final_obs_np = normalize_obs(final_obs_np, update=False)
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                     final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
-                episode_return += reward  # the raw reward: returns are reported unscaled
-                episode_length += 1
-                for i in np.flatnonzero(terminated | truncated):
-                    writer.add_scalar("charts/episodic_return", episode_return[i], global_step)
-                    writer.add_scalar("charts/episodic_length", episode_length[i], global_step)
-                    episodic_returns.append((global_step, float(episode_return[i])))
-                    recent_returns.append(episode_return[i])
-                    episode_return[i], episode_length[i] = 0.0, 0
+                for i in np.flatnonzero(infos.get("_episode", [])):  # raw rewards, not scaled
+                    episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
+                    writer.add_scalar("charts/episodic_return", episode_return, global_step)
+                    writer.add_scalar("charts/episodic_length", length, global_step)
+                    episodic_returns.append((global_step, float(episode_return)))
 
         # --- bootstrap and advantages ---
         obs, actions, logprobs, values, final_values, rewards, terminations, truncations = (
@@ -491,7 +479,7 @@ def train(args: Args) -> dict:
         # --- log: every loss is the mean over all minibatches of this update ---
         losses = {key: torch.stack([s[key] for s in update_stats]).mean().item()
                   for key in update_stats[0]}
-        guard.check_update(losses, iteration, global_step)
+        run.check_update(losses, global_step)  # stops on NaN or inf
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
         # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
@@ -503,319 +491,182 @@ def train(args: Args) -> dict:
         writer.add_scalar("charts/SPS", sps, global_step)
         if time.time() - last_print > 5 or iteration == num_iterations:
             last_print = time.time()
-            mean_return = f"{np.mean(recent_returns):8.2f}" if recent_returns else "     n/a"
+            recent = [r for _, r in episodic_returns[-20:]]
+            mean_return = f"{np.mean(recent):8.2f}" if recent else "     n/a"
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if stop:
+        if run.stopping:  # Ctrl-C
             break
     envs.close()
-    return finish(args, run_dir, writer, agent, normalizer, global_step, episodic_returns,
-                  bool(stop))
+    return run.end(global_step, episodic_returns=episodic_returns)
 
 
-# --- tooling: input checks, evaluation, checkpoints, Ctrl-C, guard rails, the command line ---
+# --- tooling: input checks, logs, guard rails, Ctrl-C, evaluation, checkpoints, command line ---
 # Nothing below is part of the learning algorithm: a first reading can stop here.
 
 
-def fail(message: str):
-    """Stop with a one-line error (exit code 1)."""
-    raise SystemExit(f"ppo_continuous.py: error: {message}")
+def fail(message):
+    """Stop with a one-line error and exit code 1."""
+    raise SystemExit(f"{os.path.basename(__file__)}: error: {message}")
 
 
-def check_args(args: Args) -> None:
-    """Reject a bad setup with a one-line message, before anything is built or trained."""
-    if tuple(int(part) for part in gym.__version__.split(".")[:2]) < (1, 1):  # AutoresetMode
+def check_args(args):
+    """Refuse a bad setup in one line, before anything is built; return the env made to check it."""
+    if not hasattr(gym.vector, "AutoresetMode"):
         fail(f"needs gymnasium 1.1 or newer, found {gym.__version__}: pip install -U gymnasium")
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
-    integers = {"--total-timesteps": args.total_timesteps, "--num-envs": args.num_envs,
-                "--num-steps": args.num_steps, "--num-minibatches": args.num_minibatches,
-                "--update-epochs": args.update_epochs, "--num-threads": args.num_threads}
-    for flag, value in integers.items():
-        if value < 1:
-            fail(f"{flag} must be a positive integer, got {value}")
-    rates = {"--learning-rate": args.learning_rate, "--clip-coef": args.clip_coef,
-             "--max-grad-norm": args.max_grad_norm, "--target-kl": args.target_kl,
-             "--clip-obs": args.clip_obs, "--clip-reward": args.clip_reward}
-    for flag, value in rates.items():
-        if value is not None and value <= 0:
-            fail(f"{flag} must be positive, got {value}")
-    for flag, value in {"--gamma": args.gamma, "--gae-lambda": args.gae_lambda}.items():
-        if not 0 <= value <= 1:
-            fail(f"{flag} must lie in [0, 1], got {value}")
-    if min(args.vf_coef, args.ent_coef, args.eval_episodes) < 0:
-        fail("--vf-coef, --ent-coef, --eval-episodes must be >= 0")
+    if args.capture_video and not importlib.util.find_spec("moviepy"):
+        fail("--capture-video needs moviepy: pip install moviepy")
+    if min(args.num_envs, args.num_steps, args.num_minibatches, args.update_epochs,
+           args.num_threads) < 1 or args.eval_episodes < 0:
+        fail("--num-envs, --num-steps, --num-minibatches, --update-epochs, --num-threads must be "
+             "positive integers, --eval-episodes >= 0")
+    if min(args.learning_rate, args.clip_coef, args.max_grad_norm, args.target_kl or 1,
+           args.clip_obs, args.clip_reward) <= 0:
+        fail("--learning-rate, --clip-coef, --max-grad-norm, --target-kl, --clip-obs and "
+             "--clip-reward must be positive")
+    if not (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1):
+        fail("--gamma and --gae-lambda must lie in [0, 1]")
     batch_size = args.num_envs * args.num_steps
-    if batch_size % args.num_minibatches:
-        fail(f"the batch of num_envs × num_steps = {batch_size} steps does not split into "
-             f"{args.num_minibatches} minibatches; choose --num-minibatches dividing {batch_size}")
-    if args.capture_video and importlib.util.find_spec("moviepy") is None:
-        fail("--capture-video needs moviepy: pip install moviepy")  # RecordVideo writes with it
-    if args.eval_checkpoint is not None:  # the env id comes from the checkpoint
-        if not os.path.isfile(args.eval_checkpoint):
-            fail(f"--eval-checkpoint {args.eval_checkpoint}: no such file")
-        return
-    if args.total_timesteps < batch_size:
-        fail(f"--total-timesteps {args.total_timesteps} is less than one batch "
-             f"({batch_size} steps)")
-    env = make_env_or_fail(args.env_id, "--env-id")
-    env.close()
-    action_space = env.action_space
-    if isinstance(action_space, gym.spaces.Discrete):
-        fail(f"{args.env_id} has Discrete actions; use ppo_discrete.py")
-    if not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
-        fail(f"{args.env_id} has a {type(action_space).__name__} action space; "
-             "ppo_continuous.py supports a flat Box only")
-    if not action_space.is_bounded():
-        fail(f"{args.env_id} has unbounded actions {action_space}; the script needs bounds")
-    observation_space = env.observation_space
-    if not (isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1):
-        fail(f"{args.env_id} has observations {observation_space}; the script needs a flat Box")
-
-
-def make_env_or_fail(env_id: str, source: str) -> gym.Env:
-    """make_env(env_id), or a one-line error that says why the env cannot be made here. `source`
-    says where the id came from."""
-    module, _, name = env_id.rpartition(":")
+    if batch_size % args.num_minibatches or batch_size > args.total_timesteps:
+        fail(f"the batch of --num-envs × --num-steps = {batch_size} steps must split into "
+             f"--num-minibatches {args.num_minibatches} and fit into --total-timesteps")
     try:
-        return make_env(env_id)  # imports `module` first, if the id names one
-    except gym.error.UnregisteredEnv:
-        close = ", ".join(difflib.get_close_matches(name, gym.registry))
-        hint = (f"importing {module} did not register {name}" if module else
-                f"did you mean {close}?" if close else
-                "give it as module:EnvId, with the module that registers it")
-        fail(f"unknown env {env_id!r} ({source}); {hint}")
-    except ModuleNotFoundError as error:
-        fail(f"cannot make env {env_id!r} ({source}): {str(error).rstrip('.')}; a module of "
-             "your own must lie beside the script or on PYTHONPATH")
-    except gym.error.Error as error:  # e.g. a missing extra: pip install "gymnasium[box2d]"
-        fail(f"cannot make env {env_id!r} ({source}): {error}")
+        env = make_env(args.env_id)
+    except (gym.error.Error, ModuleNotFoundError) as error:  # Gymnasium's message says why
+        fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
+    if len(env.observation_space.shape or ()) != 1:
+        fail(f"{args.env_id} has observations {env.observation_space}; the script needs vectors")
+    space = env.action_space
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+        fail(f"{args.env_id} has actions {space}; the script needs a flat Box (for Discrete "
+             "actions use ppo_discrete.py)")
+    return env
 
 
-def importable_env_id(env_id: str) -> str:
-    """The env id as a fresh process can make it: 'module:EnvId' for an env registered outside
-    Gymnasium, with the module of its class (importing it registers the env, as a rule)."""
-    if ":" in env_id or env_id not in gym.registry:
-        return env_id  # it names its module already, or is a short form such as "CartPole"
-    entry_point = gym.registry[env_id].entry_point
-    module = (entry_point.partition(":")[0] if isinstance(entry_point, str)
-              else getattr(entry_point, "__module__", ""))
-    if module.partition(".")[0] in ("", "gymnasium", "__main__"):
-        return env_id  # Gymnasium's own, or a class no other process can import
-    return f"{module}:{env_id}"
+class Run:
+    """The tooling that `train` calls: the guard rails, Ctrl-C and the end of the run. A guard
+    rail stops a run whose numbers stopped making sense with one line that says why, instead of
+    a traceback far from the cause or a silently ruined run; the logs are flushed and, with
+    --save-model, the last finite weights are saved."""
 
+    stopping = False  # Ctrl-C was pressed
 
-def evaluate(agent: Agent, normalizer: Normalizer | None, env_id: str, args: Args, seed: int,
-             folder: str):
-    """Play --eval-episodes episodes on the CPU with the mean action μ_θ(s), clipped to the
-    bounds, seeing observations normalised with the training statistics, frozen (raw ones if
-    `normalizer` is None, after --no-norm-obs); film them into <folder>/videos with
-    --capture-video; print and return their returns. The seed of the first reset fixes the whole
-    sequence of episodes. An env without a time limit gets one of 10,000 steps, so that no
-    episode runs for ever."""
-    env = make_env(env_id, render_mode="rgb_array") if args.capture_video else make_env(env_id)
-    if env.spec is None or env.spec.max_episode_steps is None:  # never an endless episode
-        env = gym.wrappers.TimeLimit(env, 10_000)
-    if args.capture_video:
-        env = gym.wrappers.RecordVideo(env, os.path.join(folder, "videos"), lambda _: True,
-                                       disable_logger=True)
-    agent, returns, low, high = agent.cpu(), [], env.action_space.low, env.action_space.high
-    for episode in range(args.eval_episodes):
-        obs, _ = env.reset(seed=seed if episode == 0 else None)
-        episode_return, done = 0.0, False
-        while not done:
-            obs = obs[None]  # a batch of one, (1, obs_dim)
-            if normalizer is not None:
-                obs = normalizer.normalize_obs(obs, update=False)
-            with torch.no_grad():
-                mean = agent.actor(torch.as_tensor(obs, dtype=torch.float32))[0]
-            obs, reward, terminated, truncated, _ = env.step(np.clip(mean.numpy(), low, high))
-            episode_return += float(reward)
-            done = terminated or truncated
-        returns.append(episode_return)
-    env.close()
-    print(f"{env_id}: mean return {np.mean(returns):.2f} ± {np.std(returns):.2f} over "
-          f"{len(returns)} episodes with the mean action (seed {seed})")
-    return returns
+    def __init__(self, args, agent, writer, normalizer):
+        self.args, self.agent, self.writer, self.normalizer = args, agent, writer, normalizer
+        self.last_step, self.last_weights = 0, nn.utils.parameters_to_vector(agent.parameters())
+        signal.signal(signal.SIGINT, self.ctrl_c)
 
-
-def load_checkpoint(path: str) -> tuple[Agent, Normalizer | None, dict]:
-    """The agent, the normaliser that its observations need (None after --no-norm-obs) and the
-    checkpoint's dict."""
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    hidden_size = checkpoint["args"].get("hidden_size", 64)  # saved before the flag existed: 64
-    agent = Agent(checkpoint["obs_dim"], checkpoint["act_dim"], hidden_size)
-    try:
-        agent.load_state_dict(checkpoint["model"])
-    except RuntimeError as error:  # `Agent` was edited since: other layers or other shapes
-        fail(f"{path} does not fit the networks this file defines "
-             f"({str(error).splitlines()[-1].strip()}); evaluate it with the script that saved it")
-    args = checkpoint["args"]
-    normalizer = Normalizer(checkpoint["obs_dim"], args["num_envs"], args["gamma"],
-                            args["clip_obs"], args["clip_reward"])
-    state, obs, ret = checkpoint["normalizer"], normalizer.obs_rms, normalizer.return_rms
-    obs.mean, obs.var = state["obs_mean"].numpy(), state["obs_var"].numpy()
-    ret.mean, ret.var = state["return_mean"].numpy(), state["return_var"].numpy()
-    obs.count, ret.count = state["obs_count"], state["return_count"]
-    normalizer.discounted_return = state["discounted_return"].numpy()
-    return agent, normalizer if args.get("norm_obs", True) else None, checkpoint
-
-
-def normalizer_state(normalizer: Normalizer) -> dict:
-    """The normaliser's statistics, as tensors and numbers for the checkpoint."""
-    obs, ret = normalizer.obs_rms, normalizer.return_rms
-    return {"obs_mean": torch.tensor(obs.mean), "obs_var": torch.tensor(obs.var),
-            "obs_count": obs.count, "return_mean": torch.tensor(ret.mean),
-            "return_var": torch.tensor(ret.var), "return_count": ret.count,
-            "discounted_return": torch.tensor(normalizer.discounted_return)}
-
-
-def save_checkpoint(args: Args, run_dir: str, agent: Agent, global_step: int,
-                    normalizer: Normalizer) -> str:
-    path = os.path.join(run_dir, "model.pt")
-    # Only tensors, numbers and strings, so `torch.load(path, weights_only=True)` reads it.
-    torch.save({"model": agent.state_dict(), "args": asdict(args), "global_step": global_step,
-                "env_id": importable_env_id(args.env_id),  # as --eval-checkpoint makes the env
-                "obs_dim": agent.actor[0].in_features, "act_dim": agent.actor[-1].out_features,
-                "normalizer": normalizer_state(normalizer)}, path + ".tmp")
-    os.replace(path + ".tmp", path)  # all or nothing: a Ctrl-C mid-write leaves no half file
-    print(f"model saved to {path}")
-    return path
-
-
-def finish(args: Args, run_dir: str, writer, agent: Agent, normalizer: Normalizer, global_step: int,
-           episodic_returns, interrupted: bool) -> dict:
-    """After training, or after a Ctrl-C: save the model, evaluate it (unless interrupted), close
-    the logs; return a summary of the run."""
-    eval_returns, when = [], f"at step {global_step:,}"
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises KeyboardInterrupt
-    try:  # a Ctrl-C while saving or evaluating ends that, and the logs are still flushed below
-        if args.save_model:
-            save_checkpoint(args, run_dir, agent, global_step, normalizer)
-        if args.eval_episodes > 0 and not interrupted:
-            # By default seeds the training envs never used, so the evaluation starts from
-            # unseen initial states; `main` uses the same seed for --eval-checkpoint.
-            seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
-            eval_returns = evaluate(agent, normalizer if args.norm_obs else None, args.env_id,
-                                    args, seed, run_dir)
-    except KeyboardInterrupt:
-        interrupted, when = True, "after training, while saving or evaluating"
-    for i, r in enumerate(eval_returns):
-        writer.add_scalar("eval/episodic_return", r, i)
-    writer.close()
-    if interrupted:
-        print(f"interrupted {when}; logs flushed to {run_dir}", file=sys.stderr)
-        raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"
-    return {"run_dir": run_dir, "global_step": global_step, "episodic_returns": episodic_returns,
-            "eval_returns": eval_returns, "agent": agent, "normalizer": normalizer}
-
-
-def stop_on_ctrl_c() -> list:
-    """From now on Ctrl-C does not raise: it appends to the returned list, which `train` checks
-    after each update, so that the run stops there cleanly (logs flushed, the model saved with
-    --save-model, exit code 130). A second Ctrl-C stops at once."""
-    stop = []
-
-    def handler(signum, frame):
-        if stop:
-            raise KeyboardInterrupt
-        stop.append(signum)
+    def ctrl_c(self, *_):
+        """The first Ctrl-C stops the run after the current update; a second one at once."""
+        self.stopping = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         print("Ctrl-C: stopping after this update (again: at once)", file=sys.stderr)
 
-    signal.signal(signal.SIGINT, handler)
-    return stop
+    def check_env(self, obs, reward, infos, global_step):
+        """After each env step, before anything is stored: NaN or inf from the env stops the run."""
+        final_obs = [o.sum() for o in infos.get("final_obs", []) if o is not None]
+        # A sum is finite only if all its terms are: one cheap test per step.
+        if not math.isfinite(obs.sum() + reward.sum() + sum(final_obs)):
+            self.end(global_step, f"{self.args.env_id} returned NaN or inf at step "
+                     f"{global_step:,} (an observation or a reward); the env needs fixing")
 
-
-class Guard:
-    """Stops a run whose numbers stopped making sense with one line that says why, instead of a
-    traceback far from the cause or a silently ruined run.
-
-    - After every env step, before anything is stored, normalised or logged: NaN or inf in an
-      observation, a reward or a final observation is the environment's fault.
-    - After every update: NaN or inf in a loss or a weight means training diverged. The weights
-      from before that update are put back, and saved with --save-model.
-    - An update that moves the policy absurdly far (approx-KL above 1, where 0.01 to 0.05 is
-      usual) gets one warning: the run goes on, but it has probably collapsed.
-    - No episode ended in `endless` steps: one warning, which names the likely cause (an env
-      without a time limit).
-    """
-
-    endless = 100_000  # steps without an episode's end that earn the warning
-
-    def __init__(self, args: Args, run_dir: str, writer: SummaryWriter, agent: Agent,
-                 normalizer: Normalizer):
-        self.args, self.run_dir, self.writer, self.agent = args, run_dir, writer, agent
-        self.normalizer = normalizer
-        self.last_finite, self.warned = nn.utils.parameters_to_vector(agent.parameters()), False
-        self.last_end, self.warned_endless = 0, False  # the step of the last episode's end
-
-    def check_env(self, obs: np.ndarray, reward: np.ndarray, infos: dict, global_step: int):
-        if "final_obs" in infos:  # an episode ended (SAME_STEP autoreset, see `make_vec_env`)
-            self.last_end = global_step
-        elif global_step - self.last_end >= self.endless and not self.warned_endless:
-            self.warned_endless = True
-            print(f"ppo_continuous.py: warning: no episode has ended in {self.endless:,} steps; if "
-                  f"{self.args.env_id} has no time limit, give it one, e.g. "
-                  "gym.make(env_id, max_episode_steps=1000) in make_env", file=sys.stderr)
-        # Runs at every step, so the usual case is one cheap test: a sum is finite only if all
-        # its terms are (or it overflowed, which the full test below sorts out).
-        if math.isfinite(obs.sum() + reward.sum()) and "final_obs" not in infos:
-            return
-        final_obs = infos["final_obs"][infos["_final_obs"]] if "final_obs" in infos else []
-        what = ("observation" if not np.isfinite(obs).all() else
-                "reward" if not np.isfinite(reward).all() else
-                "final observation" if not all(np.isfinite(o).all() for o in final_obs) else None)
-        if what:
-            self.stop(f"{self.args.env_id} returned a non-finite {what} (NaN or inf) at step "
-                      f"{global_step:,}; the environment needs fixing", global_step, "the model is")
-
-    def check_update(self, losses: dict, iteration: int, global_step: int) -> None:
-        bad = ", ".join(name for name, value in losses.items() if not np.isfinite(value))
+    def check_update(self, losses, global_step):
+        """After each update: a loss or a weight that became NaN or inf stops the run; an
+        absurd approx-KL (above 1, where 0.01 to 0.05 is usual) gets a warning."""
         weights = nn.utils.parameters_to_vector(self.agent.parameters())  # a copy, (n_weights,)
-        if not torch.isfinite(weights).all():
-            bad = "the weights"
-        if bad:
-            nn.utils.vector_to_parameters(self.last_finite, self.agent.parameters())
-            self.stop(f"{bad} became NaN or inf in update {iteration} (step "
-                      f"{global_step:,}); usual causes: a learning rate or --max-grad-norm too "
-                      "large, or rewards of extreme scale", global_step,
-                      "the weights from before that update are")
-        self.last_finite = weights
-        if losses.get("approx_kl", 0) > 1 and not self.warned:
-            self.warned = True
-            print(f"ppo_continuous.py: warning: update {iteration} moved the policy far from the "
-                  f"one that collected the data (approx-KL {losses['approx_kl']:.3g}, where 0.01 "
-                  "to 0.05 is usual); the learning rate is probably too large", file=sys.stderr)
+        if not math.isfinite(sum(losses.values()) + weights.sum()):
+            self.end(global_step, f"a loss or weight became NaN or inf in the update ending "
+                     f"at step {global_step:,}; a learning rate too large? rewards of huge scale?")
+        self.last_step, self.last_weights = global_step, weights
+        if losses["approx_kl"] > 1:
+            print(f"warning: the update ending at step {global_step:,} moved the policy far "
+                  f"(approx-KL {losses['approx_kl']:.3g}); is the learning rate too large?",
+                  file=sys.stderr)
 
-    def stop(self, message: str, global_step: int, saved: str):
-        """Flush the logs, save the (finite) model with --save-model, exit with code 1."""
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if self.args.save_model:
-            path = save_checkpoint(self.args, self.run_dir, self.agent, global_step,
-                                   self.normalizer)
-            message += f"; {saved} saved in {path}"
+    def end(self, global_step, error="", episodic_returns=()):
+        """Every run ends here: after training, after a Ctrl-C, or at a guard rail's `error`,
+        which first puts back the last finite weights (from before a diverged update). Save the
+        model with --save-model, evaluate it after training, close the logs; return a summary."""
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a Ctrl-C now stops at once
+        if error:
+            nn.utils.vector_to_parameters(self.last_weights, self.agent.parameters())
+            global_step = self.last_step
+        self.agent.cpu()  # the checkpoint and the evaluation are on the CPU
+        if self.args.save_model:  # only tensors, numbers, strings: safe for torch.load
+            obs_rms = self.normalizer.obs_rms  # mean and variance: the policy's inputs need them
+            torch.save({"model": self.agent.state_dict(), "args": asdict(self.args),
+                        "global_step": global_step,
+                        "obs_rms": torch.tensor(np.array([obs_rms.mean, obs_rms.var]))},
+                       f"{self.writer.log_dir}/model.pt")
+            print(f"model saved to {self.writer.log_dir}/model.pt (the weights of step "
+                  f"{global_step:,})")
+        self.writer.flush()  # all that a Ctrl-C during the evaluation would lose
+        if error:
+            fail(error)
+        if self.stopping:
+            print(f"interrupted at step {global_step:,}; logs in {self.writer.log_dir}",
+                  file=sys.stderr)
+            raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"
+        eval_returns = []
+        if self.args.eval_episodes:
+            eval_returns = evaluate(self.agent, self.normalizer, self.args, self.writer.log_dir)
+        for i, episode_return in enumerate(eval_returns):
+            self.writer.add_scalar("eval/episodic_return", episode_return, i)
         self.writer.close()
-        raise SystemExit(f"ppo_continuous.py: error: {message}")
+        return {"run_dir": self.writer.log_dir, "global_step": global_step, "agent": self.agent,
+                "episodic_returns": episodic_returns, "eval_returns": eval_returns}
 
 
-def main(args: Args) -> None:
-    """Train, or with --eval-checkpoint evaluate a saved policy on the env it was trained on."""
+def evaluate(agent, normalizer, args, folder):
+    """Play --eval-episodes episodes with the mean action μ_θ(s), clipped to the bounds, on
+    observations normalised with the training statistics, frozen (raw ones after --no-norm-obs);
+    each cut at 10,000 steps at most, filmed into <folder>/videos with --capture-video; print and
+    return their returns. The first reset's seed fixes them all."""
+    video = {"render_mode": "rgb_array"} if args.capture_video else {}
+    env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
+    if args.capture_video:
+        env = gym.wrappers.RecordVideo(env, f"{folder}/videos", lambda _: True)
+    env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # keeps every return
+    seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
+    obs, _ = env.reset(seed=seed)
+    while len(env.return_queue) < args.eval_episodes:
+        x = normalizer.normalize_obs(obs, update=False) if args.norm_obs else obs  # (obs_dim,)
+        mean = agent.actor(torch.as_tensor(x, dtype=torch.float32)).detach().numpy()
+        obs, _, terminated, truncated, _ = env.step(
+            np.clip(mean, env.action_space.low, env.action_space.high))
+        if terminated or truncated:
+            obs, _ = env.reset()
+    env.close()
+    print(f"{args.env_id}: mean return {np.mean(env.return_queue):.2f} ± "
+          f"{np.std(env.return_queue):.2f} over {args.eval_episodes} episodes (seed {seed})")
+    return np.ravel(env.return_queue).tolist()  # floats (a reward may be an array of one)
+
+
+def main():
+    """Train; or evaluate the policy saved in --eval-checkpoint, under the flags it was saved
+    with unless given now (so the numbers are those of the evaluation after training)."""
+    args = tyro.cli(Args)
     if args.eval_checkpoint is None:
-        train(args)
-        return
-    check_args(args)
-    agent, normalizer, checkpoint = load_checkpoint(args.eval_checkpoint)
-    # The id with the module that registers the env; a checkpoint saved before that has none.
-    env_id = checkpoint.get("env_id", checkpoint["args"]["env_id"])
-    make_env_or_fail(env_id, f"saved in {args.eval_checkpoint}").close()
-    # The seed of the evaluation after training, so that the same model gives the same numbers.
-    seed = checkpoint["args"]["seed"] + 10_000 if args.eval_seed is None else args.eval_seed
-    evaluate(agent, normalizer, env_id, args, seed, os.path.dirname(args.eval_checkpoint))
+        return train(args)
+    try:  # no such file; another script's flags; weights that do not fit the env or networks
+        checkpoint = torch.load(args.eval_checkpoint, weights_only=True)
+        args = tyro.cli(Args, default=Args(**checkpoint["args"]))
+        env = check_args(args)
+        obs_dim = env.observation_space.shape[0]
+        agent = Agent(obs_dim, env.action_space.shape[0], args.hidden_size)
+        agent.load_state_dict(checkpoint["model"])
+        normalizer = Normalizer(obs_dim, 1, args.gamma, args.clip_obs, args.clip_reward)
+        normalizer.obs_rms.mean, normalizer.obs_rms.var = checkpoint["obs_rms"].numpy()
+    except (OSError, TypeError, RuntimeError) as error:
+        fail(f"cannot evaluate {args.eval_checkpoint}: {' '.join(str(error).split())}")
+    return evaluate(agent, normalizer, args, os.path.dirname(args.eval_checkpoint))
 
 
 if __name__ == "__main__":
     try:
-        main(tyro.cli(Args))
-    except KeyboardInterrupt:  # Ctrl-C outside the training loop, or a second one inside it
+        main()
+    except KeyboardInterrupt:  # a Ctrl-C outside the training loop, or a second one inside it
         raise SystemExit(130) from None

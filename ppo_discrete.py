@@ -418,7 +418,7 @@ def fail(message):
 
 
 def check_args(args):
-    """Refuse a bad setup in one line, before anything is built; return the env (closed)."""
+    """Refuse a bad setup in one line, before anything is built; return the env made to check it."""
     if not hasattr(gym.vector, "AutoresetMode"):
         fail(f"needs gymnasium 1.1 or newer, found {gym.__version__}: pip install -U gymnasium")
     if args.cuda and not torch.cuda.is_available():
@@ -441,7 +441,6 @@ def check_args(args):
         env = make_env(args.env_id)
     except (gym.error.Error, ModuleNotFoundError) as error:  # Gymnasium's message says why
         fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
-    env.close()
     if len(env.observation_space.shape or ()) != 1:
         fail(f"{args.env_id} has observations {env.observation_space}; the script needs vectors")
     if not isinstance(env.action_space, gym.spaces.Discrete) or env.action_space.start != 0:
@@ -501,10 +500,10 @@ class Run:
             global_step = self.last_step
         self.agent.cpu()  # the checkpoint and the evaluation are on the CPU
         if self.args.save_model:  # only tensors, numbers, strings: safe for torch.load
-            path = f"{self.writer.log_dir}/model.pt"
             torch.save({"model": self.agent.state_dict(), "args": asdict(self.args),
-                        "global_step": global_step}, path)
-            print(f"model saved to {path} (the weights of step {global_step:,})")
+                        "global_step": global_step}, f"{self.writer.log_dir}/model.pt")
+            print(f"model saved to {self.writer.log_dir}/model.pt (the weights of step "
+                  f"{global_step:,})")
         self.writer.flush()  # all that a Ctrl-C during the evaluation would lose
         if error:
             fail(error)
@@ -527,11 +526,10 @@ def evaluate(agent, args, folder):
     at 10,000 steps at most, filmed into <folder>/videos with --capture-video; print and return
     their returns. The first reset's seed fixes them all."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
-    env = make_env(args.env_id, **video)
-    env = gym.wrappers.TimeLimit(env, 10_000)  # an env without a time limit never ends
+    env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
     if args.capture_video:
         env = gym.wrappers.RecordVideo(env, f"{folder}/videos", lambda _: True)
-    env = gym.wrappers.RecordEpisodeStatistics(env, buffer_length=args.eval_episodes)
+    env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # keeps every return
     seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
     obs, _ = env.reset(seed=seed)
     while len(env.return_queue) < args.eval_episodes:
