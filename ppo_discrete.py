@@ -480,7 +480,7 @@ class Run:
     def check_update(self, losses, global_step):
         """After each update: a loss or a weight that became NaN or inf stops the run; an
         absurd approx-KL (above 1, where 0.01 to 0.05 is usual) gets a warning."""
-        weights = nn.utils.parameters_to_vector(self.agent.parameters())  # a copy, (n_weights,)
+        weights = nn.utils.parameters_to_vector(self.agent.parameters()).detach()  # (n_weights,)
         if not math.isfinite(sum(losses.values()) + weights.sum()):
             self.end(global_step, f"a loss or weight became NaN or inf in the update ending "
                      f"at step {global_step:,}; a learning rate too large? rewards of huge scale?")
@@ -522,21 +522,22 @@ class Run:
 
 
 def evaluate(agent, args, folder):
-    """Play --eval-episodes episodes with the greedy action argmax_a π(a|s), each cut
-    at 10,000 steps at most, filmed into <folder>/videos with --capture-video; print and return
-    their returns. The first reset's seed fixes them all."""
+    """Play --eval-episodes episodes with the greedy action argmax_a π(a|s), each cut at 10,000
+    steps at most, filmed into <folder>/videos with --capture-video; print and return their
+    returns."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
     env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
     if args.capture_video:
         env = gym.wrappers.RecordVideo(env, f"{folder}/videos", lambda _: True)
     env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # keeps every return
     seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
-    obs, _ = env.reset(seed=seed)
-    while len(env.return_queue) < args.eval_episodes:
-        logits = agent.actor(torch.as_tensor(obs, dtype=torch.float32))  # (n_actions,)
-        obs, _, terminated, truncated, _ = env.step(int(logits.argmax()))
-        if terminated or truncated:
-            obs, _ = env.reset()
+    for episode in range(args.eval_episodes):
+        obs, _ = env.reset(seed=seed if episode == 0 else None)  # the first seed fixes them all
+        done = False
+        while not done:
+            logits = agent.actor(torch.as_tensor(obs, dtype=torch.float32))  # (n_actions,)
+            obs, _, terminated, truncated, _ = env.step(int(logits.argmax()))
+            done = terminated or truncated
     env.close()
     print(f"{args.env_id}: mean return {np.mean(env.return_queue):.2f} ± "
           f"{np.std(env.return_queue):.2f} over {args.eval_episodes} episodes (seed {seed})")

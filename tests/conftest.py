@@ -146,6 +146,17 @@ def gae_script(request):
     return _module(request.param)
 
 
+def evaluate_checkpoint(module, path, *flags: str) -> list[float]:
+    """`python <script> --eval-checkpoint path <flags>` in this process (as `main` parses the
+    command line); returns the evaluation's returns. A test that calls it patches sys.argv back."""
+    argv = sys.argv
+    sys.argv = [f"{module.__name__}.py", "--eval-checkpoint", str(path), *flags]
+    try:
+        return module.main()
+    finally:
+        sys.argv = argv
+
+
 def short_args(module, log_dir: str, **overrides):
     """Args of a short run of `module` (see SHORT_RUNS), with overrides."""
     return module.Args(**{**SHORT_RUNS[module.__name__], "log_dir": log_dir, **overrides})

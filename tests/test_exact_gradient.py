@@ -84,8 +84,9 @@ def module_logprob(module, agent, obs, actions):
 def make_agent(module, obs_dim, act_dim, continuous):
     """The script's Agent (any copy of a script, so exercises/grade.py can pass a student's)."""
     torch.manual_seed(3)
-    if "continuous" in inspect.signature(module.Agent).parameters:  # reinforce.py and vpg.py
-        return module.Agent(obs_dim, act_dim, continuous)
+    if "action_space" in inspect.signature(module.Agent).parameters:  # reinforce.py and vpg.py
+        space = gym.spaces.Box(-1, 1, (act_dim,)) if continuous else gym.spaces.Discrete(act_dim)
+        return module.Agent(obs_dim, space)
     return module.Agent(obs_dim, act_dim)
 
 

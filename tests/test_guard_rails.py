@@ -15,7 +15,7 @@ import pathlib
 import numpy as np
 import pytest
 import torch
-from conftest import PPO_SCRIPTS, SCRIPTS, _module, short_args
+from conftest import PPO_SCRIPTS, SCRIPTS, _module, evaluate_checkpoint, short_args
 
 # --- guard rails ---------------------------------------------------------------------------------
 
@@ -64,9 +64,22 @@ def test_a_non_finite_env_output_stops_the_run_with_one_line(name, broken, log_d
     # envs run on (not reinforce.py), that step ends their 6th episode of 50 steps: a broken
     # observation then arrives as the final observation, which is checked too.
     num_envs = short_args(module, log_dir).num_envs
-    assert env_id in message and broken in message and f"at step {300 * num_envs:,}" in message
+    assert env_id in message and "NaN or inf" in message and f"at step {300 * num_envs:,}" in message
     assert all(math.isfinite(v) for v in logged)  # nothing non-finite reached TensorBoard
     assert_finite_checkpoint_and_flushed_logs(run_dir)
+    # The checkpoint records the step of the weights it holds: those of the last update.
+    logged_updates = events(run_dir)
+    updates = "losses/policy_loss" in logged_updates.Tags()["scalars"]  # none before the first update
+    steps = [e.step for e in logged_updates.Scalars("losses/policy_loss")] if updates else [0]
+    assert torch.load(pathlib.Path(run_dir) / "model.pt", weights_only=True)["global_step"] == steps[-1]
+
+
+def events(run_dir: str):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(run_dir)
+    accumulator.Reload()
+    return accumulator
 
 
 DIVERGING = {  # a setup that makes each script's update non-finite in its first update
@@ -81,18 +94,43 @@ DIVERGING = {  # a setup that makes each script's update non-finite in its first
 def test_a_diverging_update_stops_the_run_and_keeps_the_last_finite_weights(name, log_dir):
     module = _module(name)
     message, run_dir = stopped_run(module, log_dir, **DIVERGING[name])
-    assert "became NaN or inf in update 1" in message and "learning rate" in message
-    assert "weights from before that update are saved in" in message
+    assert "became NaN or inf in the update ending at step" in message and "learning rate" in message
     assert_finite_checkpoint_and_flushed_logs(run_dir)
+    assert torch.load(pathlib.Path(run_dir) / "model.pt", weights_only=True)["global_step"] == 0
 
 
-def test_a_collapsing_update_is_warned_about_once(log_dir, capsys):
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_diverged_update_puts_back_the_weights_from_just_before_it(name, log_dir, monkeypatch):
+    """The third update turns a weight NaN: the run stops, and the checkpoint holds the weights
+    after the second update, with its step (not the initial weights, not NaN)."""
+    module = _module(name)
+    after, real_check_update = [], module.Run.check_update
+
+    def poisoning_check_update(self, losses, global_step):
+        if len(after) == 2:
+            with torch.no_grad():
+                next(self.agent.parameters()).view(-1)[0] = float("nan")
+        else:
+            after.append((global_step, {k: v.clone() for k, v in self.agent.state_dict().items()}))
+        return real_check_update(self, losses, global_step)
+
+    monkeypatch.setattr(module.Run, "check_update", poisoning_check_update)
+    message, run_dir = stopped_run(module, log_dir, env_id="CartPole-v1" if name != "ppo_continuous" else "Pendulum-v1")
+    checkpoint = torch.load(pathlib.Path(run_dir) / "model.pt", weights_only=True)
+    step, weights = after[1]
+    assert checkpoint["global_step"] == step > after[0][0]
+    assert all(torch.equal(checkpoint["model"][k], w) for k, w in weights.items())
+    assert any(not torch.equal(w, after[0][1][k]) for k, w in weights.items())  # update 2 moved them
+
+
+def test_a_collapsing_update_is_warned_about(log_dir, capsys):
     """ppo_discrete.py with a learning rate of 50 stays finite but moves the policy by an
-    approx-KL in the thousands in its first update: the run goes on, with one warning."""
+    approx-KL in the thousands in its first update: the run goes on, with a warning."""
     ppo = _module("ppo_discrete")
     ppo.train(short_args(ppo, log_dir, learning_rate=50.0, max_grad_norm=1000.0))
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
-    assert len(warnings) == 1 and "approx-KL" in warnings[0] and "learning rate" in warnings[0]
+    assert warnings and all("approx-KL" in w and "learning rate" in w for w in warnings)
+    assert "update ending at step 512 " in warnings[0]
 
 
 def test_a_healthy_run_gets_no_warning(log_dir, capsys):
@@ -228,14 +266,19 @@ def policy_state(policy: tuple) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_evaluation_changes_neither_weights_nor_normalisation(name, log_dir):
-    """Evaluating after training, and from a checkpoint, leaves the policy and the observation
-    statistics it sees as they were."""
+def test_evaluation_changes_neither_weights_nor_normalisation(name, log_dir, monkeypatch):
+    """Evaluating after training leaves the policy and the observation statistics it sees as they
+    were; evaluating a checkpoint twice gives the same returns."""
     module = _module(name)
+    normalizers = []
+    if hasattr(module, "Normalizer"):  # keep the run's normaliser
+        real = module.Normalizer
+        monkeypatch.setattr(module, "Normalizer", lambda *a: normalizers.append(real(*a)) or normalizers[-1])
     result = module.train(short_args(module, log_dir, save_model=True))
-    trained = (result["agent"], result["normalizer"]) if "normalizer" in result else (result["agent"],)
-    loaded = module.load_checkpoint(str(pathlib.Path(result["run_dir"]) / "model.pt"))[:-1]
-    for policy in (trained, loaded):
-        before = policy_state(policy)
-        module.evaluate(*policy, short_args(module, log_dir).env_id, module.Args(eval_episodes=2), 3, log_dir)
-        assert all(np.array_equal(a, b) for a, b in zip(before, policy_state(policy), strict=True))
+    policy = (result["agent"], *normalizers)
+    before = policy_state(policy)
+    args = short_args(module, log_dir, eval_episodes=2)
+    module.evaluate(*policy, args, log_dir)
+    assert all(np.array_equal(a, b) for a, b in zip(before, policy_state(policy), strict=True))
+    path = pathlib.Path(result["run_dir"]) / "model.pt"
+    assert evaluate_checkpoint(module, path, "--eval-episodes", "2") == evaluate_checkpoint(module, path, "--eval-episodes", "2")

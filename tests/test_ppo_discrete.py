@@ -37,10 +37,8 @@ def test_checkpoint_loads_with_weights_only_and_acts_the_same(log_dir):
     path = os.path.join(result["run_dir"], "model.pt")
     checkpoint = torch.load(path, weights_only=True)
     assert checkpoint["args"]["env_id"] == "CartPole-v1" and checkpoint["global_step"] == 1024
-    loaded, _ = ppo.load_checkpoint(path)
-    obs = torch.randn(16, 4)
-    torch.testing.assert_close(loaded.actor(obs), result["agent"].actor(obs))
-    torch.testing.assert_close(loaded.get_value(obs), result["agent"].get_value(obs))
+    for key, weight in result["agent"].state_dict().items():  # the actor's and the critic's
+        assert torch.equal(checkpoint["model"][key], weight), key
     # ... and a user can evaluate it from the command line, with a video of each episode
     cli = run_script("ppo_discrete.py", "--eval-checkpoint", path, "--eval-episodes", "2", "--capture-video")
     assert cli.returncode == 0, cli.stderr

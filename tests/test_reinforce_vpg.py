@@ -5,6 +5,7 @@ test_math.py and test_cli_and_runs.py."""
 
 import math
 import os
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -99,7 +100,7 @@ def test_reinforce_batch_holds_whole_episodes_and_finishes_every_one_begun(batch
 
 @pytest.mark.parametrize("module", [reinforce, vpg])
 def test_gaussian_head_sums_log_probs_over_action_dimensions(module):
-    agent = module.Agent(3, 2, continuous=True)
+    agent = module.Agent(3, gym.spaces.Box(-1, 1, (2,)))
     with torch.no_grad():
         agent.actor_logstd.copy_(torch.tensor([0.3, -0.2]))
     obs, action = torch.randn(5, 3), torch.randn(5, 2)
@@ -120,7 +121,7 @@ def module_policy(module, agent, obs, action):
 @pytest.mark.parametrize("continuous", [False, True])
 def test_written_out_policies_equal_torch_distributions_bit_for_bit(module, continuous):
     torch.manual_seed(0)
-    agent = module.Agent(3, 4, continuous)
+    agent = module.Agent(3, gym.spaces.Box(-1, 1, (4,)) if continuous else gym.spaces.Discrete(4))
     with torch.no_grad():
         agent.actor[-1].weight.mul_(100)  # a clearly non-uniform policy
     obs = torch.randn(64, 3)
@@ -143,7 +144,7 @@ def test_unsupported_action_space_is_refused(module, monkeypatch):
     env = TickEnv()
     env.action_space = gym.spaces.MultiDiscrete([2, 3])
     monkeypatch.setattr(module.gym, "make", lambda *args, **kwargs: env)
-    with pytest.raises(SystemExit, match="supports Discrete and flat Box"):
+    with pytest.raises(SystemExit, match=re.escape("needs Discrete(n) or a flat Box")):
         module.check_args(module.Args(env_id="TickDiscrete-v0"))
 
 
@@ -154,11 +155,10 @@ def test_box_actions_run_and_checkpoint_round_trips(module, log_dir):
     result = module.train(short_args(module, log_dir, env_id="Pendulum-v1", save_model=True, eval_episodes=1))
     assert np.isfinite(result["eval_returns"]).all() and len(result["episodic_returns"]) >= 1
     path = os.path.join(result["run_dir"], "model.pt")
-    loaded, checkpoint = module.load_checkpoint(path)
-    assert checkpoint["continuous"] and checkpoint["args"]["env_id"] == "Pendulum-v1"
-    obs = torch.randn(8, 3)
-    torch.testing.assert_close(loaded.actor(obs), result["agent"].actor(obs))
-    torch.testing.assert_close(loaded.actor_logstd, result["agent"].actor_logstd)
+    checkpoint = torch.load(path, weights_only=True)
+    assert checkpoint["args"]["env_id"] == "Pendulum-v1"
+    for key, weight in result["agent"].state_dict().items():  # the log-std too
+        assert torch.equal(checkpoint["model"][key], weight), key
     cli = run_script(f"{module.__name__}.py", "--eval-checkpoint", path, "--eval-episodes", "1")
     assert cli.returncode == 0, cli.stderr
     assert f"Pendulum-v1: mean return {result['eval_returns'][0]:.2f}" in cli.stdout
