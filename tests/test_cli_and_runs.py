@@ -35,6 +35,17 @@ def test_help_documents_every_flag(path):
         assert phrase in text, phrase
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_help_texts_have_no_line_breaks(path):
+    """tyro prints a flag's docstring as written: a line break inside it would show in --help."""
+    import ast
+
+    (args,) = [n for n in ast.parse((ROOT / path).read_text()).body if getattr(n, "name", "") == "Args"]
+    texts = [n.value.value for n in args.body if isinstance(n, ast.Expr)]
+    assert len(texts) == len([n for n in args.body if isinstance(n, ast.AnnAssign)])
+    assert all("\n" not in text for text in texts)
+
+
 BAD_INPUT = [
     # (flags, message): the same rules in every script ...
     (["--env-id", "CartPole-v9"], "It provides versioned environments: [ `v0`, `v1` ]"),  # Gymnasium's words

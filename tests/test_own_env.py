@@ -185,8 +185,13 @@ def test_reinforce_on_an_env_without_time_limit_stops_at_total_timesteps(log_dir
 
     monkeypatch.setattr(reinforce, "make_env", lambda env_id, **kwargs: Counting(gym.make(env_id, **kwargs)))
     args = short_args(reinforce, log_dir, env_id="PointEndless-v0", batch_size=500, total_timesteps=1000)
-    with pytest.raises(SystemExit, match="REINFORCE learns from complete episodes") as stopped:
-        reinforce.train(args)
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the run did not stop at --total-timesteps"))
+    signal.alarm(60)
+    try:
+        with pytest.raises(SystemExit, match="REINFORCE learns from complete episodes") as stopped:
+            reinforce.train(args)
+    finally:
+        signal.alarm(0)
     assert "\n" not in stopped.value.code and len(steps) == 1000
 
 
