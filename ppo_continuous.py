@@ -13,19 +13,21 @@ whose action space is a bounded `Box` (MuJoCo: HalfCheetah, Hopper, Walker2d; Pe
 What changes from ppo_discrete.py: the policy is a diagonal Gaussian whose mean is the actor's
 output and whose log σ is a learned vector (`Agent`); the sampled action is clipped to the
 bounds for the env but stored unclipped; observations are normalised and rewards scaled by
-running statistics (`Normalizer`), which are saved with the model; the defaults are CleanRL's
-MuJoCo settings (one env, 2048 steps, 32 minibatches, 10 epochs, no entropy bonus).
+running statistics (`Normalizer`), and the observation statistics are saved with the model; the
+defaults are CleanRL's MuJoCo settings (one env, 2048 steps, 32 minibatches, 10 epochs, no
+entropy bonus).
 
 Defaults follow CleanRL's `ppo_continuous_action.py` and "The 37 implementation details of PPO"
 (Huang et al. 2022), cited as "core detail N" from its list of 13 core details and "continuous
 detail N" from its 9 details for continuous actions. Deliberate differences, each explained
 where it happens: a time-limit truncation (every HalfCheetah episode ends with one) is
 bootstrapped with the value of the real final observation (Pardo et al. 2018), the normalisers
-live in this file and are saved with the policy, and losses are logged as means over the whole
-update. `--no-bootstrap-truncation`, `--no-norm-obs` and `--no-norm-reward` switch details off;
-benchmarks/ABLATIONS.md measures what each one buys. Lines starting with `# math:` hold the
-LaTeX of the equation the code below computes. The training algorithm ends with `train`; the
-tooling after it (input checks, evaluation, checkpoints) can be skipped on a first reading.
+live in this file (the observation statistics are saved with the policy), and losses are logged
+as means over the whole update. `--no-bootstrap-truncation`, `--no-norm-obs` and
+`--no-norm-reward` switch details off; benchmarks/ABLATIONS.md measures what each one buys.
+Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
+training algorithm ends with `train`; the tooling after it (input checks, evaluation,
+checkpoints) can be skipped on a first reading.
 """
 
 import importlib.util
@@ -300,8 +302,9 @@ class Normalizer:
     """Observation normalisation and reward scaling (Huang et al. 2022, continuous details 6-9).
 
     Written here rather than taken from Gymnasium's wrappers so that its state is in plain view
-    and goes into the checkpoint: a saved policy is only usable with the statistics it was
-    trained with (CleanRL issues #425, #532). `update=False` freezes them, as in evaluation."""
+    and the observation statistics go into the checkpoint: a saved policy is only usable with the
+    statistics it was trained with (CleanRL issues #425, #532). `update=False` freezes them, as in
+    evaluation."""
 
     def __init__(self, obs_dim: int, num_envs: int, gamma: float, clip_obs: float,
                  clip_reward: float):
