@@ -329,7 +329,7 @@ def train(args: Args) -> dict:
     return run.end(global_step, episodic_returns=episodic_returns)
 
 
-# --- tooling: input checks, logs, guard rails, Ctrl-C, evaluation, checkpoints, command line ---
+# --- tooling: input checks, guard rails, Ctrl-C, checkpoints, evaluation, the command line ---
 # Nothing below is part of the learning algorithm: a first reading can stop here.
 
 
