@@ -13,21 +13,21 @@ whose action space is a bounded `Box` (MuJoCo: HalfCheetah, Hopper, Walker2d; Pe
 What changes from ppo_discrete.py: the policy is a diagonal Gaussian whose mean is the actor's
 output and whose log σ is a learned vector (`Agent`); the sampled action is clipped to the
 bounds for the env but stored unclipped; observations are normalised and rewards scaled by
-running statistics (`Normalizer`), and the observation statistics are saved with the model; the
-defaults are CleanRL's MuJoCo settings (one env, 2048 steps, 32 minibatches, 10 epochs, no
-entropy bonus).
+running statistics (`Normalizer`; `--no-norm-obs` and `--no-norm-reward` switch them off, and
+benchmarks/ABLATIONS.md measures what each buys); the observation statistics are saved with the
+model, and evaluation acts with the mean action. The defaults are CleanRL's MuJoCo settings (one
+env × 2048 steps, 32 minibatches, 10 epochs, α 3e-4, no entropy bonus, 1M steps).
 
 Defaults follow CleanRL's `ppo_continuous_action.py` and "The 37 implementation details of PPO"
 (Huang et al. 2022), cited as "core detail N" from its list of 13 core details and "continuous
-detail N" from its 9 details for continuous actions. Deliberate differences, each explained
-where it happens: a time-limit truncation (every HalfCheetah episode ends with one) is
-bootstrapped with the value of the real final observation (Pardo et al. 2018), the normalisers
-live in this file (the observation statistics are saved with the policy), and losses are logged
-as means over the whole update. `--no-bootstrap-truncation`, `--no-norm-obs` and
-`--no-norm-reward` switch details off; benchmarks/ABLATIONS.md measures what each one buys.
-Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
-training algorithm ends with `train`; the tooling after it (input checks, evaluation,
-checkpoints) can be skipped on a first reading.
+detail N" from its 9 details for continuous actions.
+Deliberate differences, each explained where it happens: a time-limit truncation is
+bootstrapped with the value of the real final observation (Pardo et al. 2018;
+`--no-bootstrap-truncation` does as CleanRL does, and benchmarks/ABLATIONS.md measures the
+difference), losses are logged as means over the whole update, and the policy is saved with
+everything needed to evaluate it. Lines starting with `# math:` hold the LaTeX of the equation
+the code below computes. The training algorithm ends with `train`; the tooling after it (input
+checks, evaluation, checkpoints) can be skipped on a first reading.
 """
 
 import importlib.util
@@ -51,7 +51,7 @@ from torch.utils.tensorboard import SummaryWriter
 class Args:
     # --- the algorithm ---
     env_id: str = "HalfCheetah-v4"
-    """Gymnasium env with bounded Box actions; module:EnvId for an env of your own"""
+    """Gymnasium env with Box actions; module:EnvId for an env of your own"""
     hidden_size: int = 64
     """units in each of the two tanh hidden layers of the actor and of the critic"""
     total_timesteps: int = 1_000_000
@@ -63,7 +63,7 @@ class Args:
     num_steps: int = 2048
     """T, steps per environment in each rollout; batch size = N·T"""
     anneal_lr: bool = True
-    """decay the step size linearly from α to α/K in the last of K updates (core detail 4)"""
+    """decay the step size linearly from α to α/I in the last of I iterations (core detail 4)"""
     gamma: float = 0.99
     """discount factor γ in [0, 1]"""
     gae_lambda: float = 0.95
@@ -111,7 +111,7 @@ class Args:
     save_model: bool = False
     """save the policy to <run>/model.pt at the end of training, or when stopped early"""
     eval_episodes: int = 10
-    """episodes with the mean action after training (0: none), each cut at 10,000 steps at most"""
+    """deterministic episodes after training (0: none), each cut at 10,000 steps at most"""
     eval_seed: int | None = None
     """seed of the evaluation episodes; by default --seed + 10,000 (seeds training never used)"""
     eval_checkpoint: str | None = None
@@ -140,7 +140,8 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases (core detail 2): √2 for tanh hidden layers;
+    # Orthogonal weights scaled by `std`, zero biases (core detail 2). √2 for the hidden layers is
+    # the convention of PPO's reference code (it is the gain for ReLU; tanh's would be 5/3);
     # 0.01 for the policy head, so the first mean action is close to 0; 1 for V.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
@@ -159,16 +160,15 @@ class Agent(nn.Module):
     """Separate actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of
     --hidden-size units, 64 by default (continuous detail 4). The policy is a diagonal Gaussian
     N(μ_θ(s), diag σ²): the actor network gives the mean μ_θ(s); log σ is one learned parameter
-    per action dimension, the same in every state (continuous details 1-2)."""
+    per action dimension, the same in every state (continuous details 1-3)."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64):
         super().__init__()
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
-        # log σ = 0, so σ = 1 at the start, as in CleanRL and PPO's reference code. vpg.py and
-        # reinforce.py start at Spinning Up's σ ≈ 0.61 instead: each script keeps the value of the
-        # code whose published results it is compared with. With σ = 1 about a third of the
-        # first actions fall outside MuJoCo's [−1, 1] and reach the env clipped (see `train`).
+        # log σ = 0, σ = 1 at the start, as in CleanRL and PPO's reference code (vpg.py: Spinning
+        # Up's σ ≈ 0.61). About a third of the first actions then fall outside [−1, 1], the bounds
+        # of most MuJoCo envs (Humanoid's are ±0.4), and reach the env clipped.
         self.actor_logstd = nn.Parameter(torch.zeros(1, act_dim))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -177,21 +177,20 @@ class Agent(nn.Module):
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B, act_dim), log π(a|s) (B,), entropy (B,), V(s) (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # The Gaussian written out, so that its formulas are on the page (a test checks that it
-        # gives torch.distributions.Normal's numbers bit for bit, which is why log σ is computed
-        # as log(σ), as the library does).
+        # The Gaussian written out, so that its formulas are on the page (tests compare it with
+        # torch.distributions.Normal, which is why log σ is computed as log(σ), as it does).
         mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
-        std = self.actor_logstd.expand_as(mean).exp()  # σ, (B, act_dim)
+        std = self.actor_logstd.expand_as(mean).exp()  # σ, (B, act_dim): state-independent
         if action is None:
             action = torch.normal(mean, std)
-        # The action dimensions are independent (continuous detail 3), so the density is the
-        # product of the per-dimension densities: log-probs and entropies add up over the last axis.
-        # math: \log \pi_\theta(a|s) = \sum_i \log \mathcal{N}(a_i;\ \mu_{\theta,i}(s), \sigma_i^2)
-        # math: \log \mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
+        # The action dimensions are independent, so the density is a product: log-probs add up
+        # over the last axis, and so do the entropies.
+        # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
+        # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
         log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
                        - math.log(math.sqrt(2 * math.pi)))  # (B, act_dim)
         logprob = log_density.sum(-1)
-        # math: H[\pi_\theta(\cdot|s)] = \sum_i (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_i)
+        # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
         entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
         return action, logprob, entropy, self.get_value(obs)
 
@@ -242,9 +241,10 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     logratio = new_logprob - old_logprob
     ratio = logratio.exp()  # r_t(θ); 1 (up to rounding) in the first minibatch of the first epoch
     # Clipped surrogate (eq. 7), negated: the max of the negatives is the min of the objectives.
-    # A sample gives no gradient only where the clipped term is the smaller one: Â > 0 and
-    # r > 1 + ε, or Â < 0 and r < 1 − ε (the step already moved it far enough its way). Where r
-    # left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
+    # A sample gives no surrogate gradient (its value and entropy terms still give one) only where
+    # the clipped term is the smaller one: Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε (the step
+    # already moved it far enough its way). Where r left [1 − ε, 1 + ε] the other way, the
+    # unclipped term is the minimum and pulls r back.
     # math: L^{CLIP}(\theta) = \mathbb{E}_t[\min(r_t \hat A_t,\ \bar r_t \hat A_t)]
     # math: \bar r_t = \mathrm{clip}(r_t,\ 1 - \epsilon,\ 1 + \epsilon)
     pg_loss1 = -advantages * ratio
@@ -299,12 +299,10 @@ class RunningMeanStd:
 
 
 class Normalizer:
-    """Observation normalisation and reward scaling (Huang et al. 2022, continuous details 6-9).
-
-    Written here rather than taken from Gymnasium's wrappers so that its state is in plain view
-    and the observation statistics go into the checkpoint: a saved policy is only usable with the
-    statistics it was trained with (CleanRL issues #425, #532). `update=False` freezes them, as in
-    evaluation."""
+    """Observation normalisation and reward scaling (Huang et al. 2022, continuous details 6-9),
+    written here rather than taken from Gymnasium's wrappers so that its state is in plain view and
+    the observation statistics go into the checkpoint: a saved policy is only usable with the
+    statistics it was trained with (CleanRL issues #425, #532)."""
 
     def __init__(self, obs_dim: int, num_envs: int, gamma: float, clip_obs: float,
                  clip_reward: float):
@@ -314,7 +312,8 @@ class Normalizer:
 
     def normalize_obs(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
         """(B, obs_dim) -> (B, obs_dim). Each feature gets mean 0 and std 1 under the running
-        statistics, so that the tanh units are neither saturated nor idle for any feature."""
+        statistics, so that the tanh units are neither saturated nor idle for any feature.
+        `update=False` freezes the statistics, as in evaluation."""
         if update:
             self.obs_rms.update(obs)
         # math: \tilde s = \mathrm{clip}\big((s - \mu_s) / \sqrt{\sigma_s^2 + 10^{-8}},\ -c,\ c\big)
@@ -322,9 +321,10 @@ class Normalizer:
         return np.clip(normalized, -self.clip_obs, self.clip_obs)
 
     def scale_reward(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
-        """(N,) -> (N,). Divide by the std of the running discounted return, not of the reward:
-        that puts the value targets, which are discounted returns, on a scale near 1 (the
-        reference code's VecNormalize). The mean is not subtracted, so the sign of r is kept."""
+        """(N,) -> (N,). Divide by the std of R_t, a running discounted sum of past rewards, not
+        by the reward's std (the reference code's VecNormalize): R_t is on the scale of a
+        discounted return, so the value targets lose the env's reward scale. The mean is not
+        subtracted, so the sign of r is kept; the targets are of order 1, often several times 1."""
         # math: R_t = \gamma R_{t-1} + r_t
         # math: \tilde r_t = \mathrm{clip}\big(r_t / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)
         self.discounted_return = self.gamma * self.discounted_return + reward
@@ -362,18 +362,18 @@ def train(args: Args) -> dict:
     normalizer = Normalizer(obs_dim, args.num_envs, args.gamma, args.clip_obs, args.clip_reward)
     # Switched off (--no-norm-obs, an ablation), the networks see the raw observations.
     normalize_obs = normalizer.normalize_obs if args.norm_obs else lambda obs, update=True: obs
-    # Adam with ε = 1e-5 instead of 1e-8 (core detail 3); the fused kernel is fastest on a CPU.
+    # Adam with ε = 1e-5 instead of 1e-8 (core detail 3); `fused`: one kernel for all weights.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs: a step adds a few numbers, which cost less to store in
-    # an array than in a tensor. The whole rollout becomes tensors once, before GAE.
+    # NumPy arrays while the rollout runs (a step's few numbers cost less to store there than in
+    # tensors); the whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
-    obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)  # the (normalised) observations
+    obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, act_dim), dtype=np.float32)
-    logprobs_np, values_np = np.zeros(shape, dtype=np.float32), np.zeros(shape, dtype=np.float32)
-    final_values_np = np.zeros(shape, dtype=np.float32)  # V(final obs) at a truncation
-    rewards_np, terminations_np, truncations_np = (np.zeros(shape) for _ in range(3))
+    # final_values: V(final obs) at the steps where an episode was truncated
+    logprobs_np, values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
+        np.zeros(shape, dtype=np.float32) for _ in range(6))
 
     global_step, start_time, last_print = 0, time.time(), 0.0
     episodic_returns = []  # (step, return) of every training episode
@@ -381,13 +381,13 @@ def train(args: Args) -> dict:
     next_obs_np = normalize_obs(next_obs_np).astype(np.float32)  # float32, as the networks are
     run = Run(args, agent, writer, normalizer)  # guard rails, Ctrl-C, checkpoint (after `train`)
     for iteration in range(1, num_iterations + 1):
-        if args.anneal_lr:  # α_k = α (1 − (k − 1)/K) in iteration k of K
+        if args.anneal_lr:  # α_i = α (1 − (i − 1)/I) in iteration i of I
             frac = 1.0 - (iteration - 1.0) / num_iterations
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
         # --- rollout: T steps in each of the N envs with the current policy π_θ_old ---
-        # Collecting needs no gradient: the update recomputes log π and V. Inference mode also
-        # skips the version counters and view tracking that autograd keeps under no_grad.
+        # Collecting needs no gradient (the update recomputes log π and V): inference mode is
+        # torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
@@ -397,27 +397,25 @@ def train(args: Args) -> dict:
                 action_np = action.cpu().numpy()
                 actions_np[step], logprobs_np[step], values_np[step] = (
                     action_np, logprob.cpu().numpy(), value.cpu().numpy())
-                # The Gaussian sample can leave the action bounds. The env gets it clipped; the
-                # buffer keeps the sample itself, because log π(a|s) is its density (continuous
-                # detail 5).
+                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # keeps the sample itself, whose density is log π(a|s) (continuous detail 5).
                 env_action = np.clip(action_np, action_low, action_high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
                 run.check_env(next_obs_np, reward, infos, global_step)  # stops on NaN or inf
-                scaled_reward = (normalizer.scale_reward(reward, terminated | truncated)
-                                 if args.norm_reward else reward)
-                rewards_np[step] = scaled_reward
+                if args.norm_reward:  # the logs keep the raw rewards (infos["episode"])
+                    reward = normalizer.scale_reward(reward, terminated | truncated)
+                rewards_np[step] = reward
                 terminations_np[step], truncations_np[step] = terminated, truncated
                 next_obs_np = normalize_obs(next_obs_np).astype(np.float32)
                 if truncated.any():  # bootstrap a cut episode with V of its real final observation
-                    # A MuJoCo episode that does not fall ends here, at its 1000-step limit (every
-                    # HalfCheetah episode does). The final observation is normalised like every
-                    # other one (statistics not updated: it is not acted on).
+                    # Normalised like every observation, without updating the statistics: the
+                    # policy never acts on it.
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     final_obs_np = normalize_obs(final_obs_np, update=False)
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                     final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
-                for i in np.flatnonzero(infos.get("_episode", [])):  # raw rewards, not scaled
+                for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)
@@ -425,9 +423,9 @@ def train(args: Args) -> dict:
 
         # --- bootstrap and advantages ---
         obs, actions, logprobs, values, final_values, rewards, terminations, truncations = (
-            torch.tensor(x, dtype=torch.float32, device=device)  # (T, N, ...): copies, the
+            torch.tensor(x, device=device)  # (T, N, ...): copies, the arrays are refilled next
             for x in (obs_np, actions_np, logprobs_np, values_np, final_values_np, rewards_np,
-                      terminations_np, truncations_np))  # arrays are refilled next rollout
+                      terminations_np, truncations_np))  # rollout
         with torch.no_grad():
             next_obs = torch.from_numpy(next_obs_np).to(device)
             next_value = agent.get_value(next_obs)  # V(s_T), (N,)
@@ -457,10 +455,11 @@ def train(args: Args) -> dict:
                 _, new_logprob, entropy, new_value = agent.get_action_and_value(b_obs[mb_inds],
                                                                                 b_actions[mb_inds])
                 mb_advantages = b_advantages[mb_inds]
-                # Normalised per minibatch (core detail 7). Dividing by the std only rescales the
-                # step; subtracting the mean is a baseline: it changes this minibatch's estimate,
-                # its direction too, but not its expectation, since E[∇ log π] = 0 (apart from
-                # the small bias of taking the mean from the same samples).
+                # Normalised per minibatch (core detail 7). For the unclipped term r·Â, the mean
+                # is a baseline (it leaves the expected gradient alone: E_{a~π_old}[∇r] =
+                # ∇ Σ_a π_θ(a|s) = 0) and the std rescales the step. In the clipped loss it does
+                # more: shifting Â changes which samples are clipped, so after the first
+                # minibatch it changes the expected update too.
                 if args.norm_adv:
                     mb_mean, mb_std = mb_advantages.mean(), mb_advantages.std()
                     mb_advantages = (mb_advantages - mb_mean) / (mb_std + 1e-8)
@@ -474,7 +473,8 @@ def train(args: Args) -> dict:
                 epoch_stats.append(stats)
             update_stats += epoch_stats
             # Early stop: the policy has already moved far from π_old. Spinning Up's PPO checks the
-            # KL after every step against 1.5 × target; like CleanRL, we check once per epoch.
+            # KL after every step against 1.5 × target; CleanRL checks once per epoch, the KL of
+            # the epoch's last minibatch; we check once per epoch too, the mean over the epoch.
             epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()
             if args.target_kl is not None and epoch_kl > args.target_kl:
                 break
@@ -528,7 +528,7 @@ def check_args(args):
              "positive integers, --eval-episodes >= 0")
     if min(args.learning_rate, args.clip_coef, args.max_grad_norm, args.target_kl or 1,
            args.clip_obs, args.clip_reward) <= 0:
-        fail("--learning-rate, --clip-coef, --max-grad-norm, --target-kl, --clip-obs and "
+        fail("--learning-rate, --clip-coef, --max-grad-norm, --target-kl, --clip-obs, "
              "--clip-reward must be positive")
     if not (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1):
         fail("--gamma and --gae-lambda must lie in [0, 1]")
@@ -624,10 +624,10 @@ class Run:
 
 
 def evaluate(agent, normalizer, args, folder):
-    """Play --eval-episodes episodes with the mean action μ_θ(s), clipped to the bounds, on
-    observations normalised with the training statistics, frozen (raw ones after --no-norm-obs);
-    each cut at 10,000 steps at most, filmed into <folder>/videos with --capture-video; print and
-    return their returns."""
+    """Play --eval-episodes episodes, each cut at 10,000 steps at most and filmed into
+    <folder>/videos with --capture-video; print and return their returns. The action is the
+    mean μ_θ(s), clipped to the bounds, of the observation normalised with the frozen training
+    statistics."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
     env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
     if args.capture_video:

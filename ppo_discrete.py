@@ -11,21 +11,25 @@ whose action space is `Discrete` (CartPole-v1, Acrobot-v1, LunarLander-v3).
     tensorboard --logdir runs
 
 What changes from vpg.py: each batch is reused for K epochs of minibatch steps instead of one
-step, so the loss weights each advantage by the probability ratio π_θ/π_θ_old, clipped so that
-no step strays far from the policy that collected the data (`ppo_loss`); actor and critic share
-one loss (with an entropy bonus and a clipped value term) and one Adam, whose step size decays
-to 0; the critic's target is the λ-return; advantages are normalised per minibatch. Discrete
-actions only (ppo_continuous.py takes Box actions).
+step, so the rollout also stores log π_θ_old(a|s) and the loss weights each advantage by the
+probability ratio r = π_θ/π_θ_old, clipped at 1 ± ε (`ppo_loss`). The clip takes away the
+incentive to move r further, it does not bound r: `--target-kl` can stop an update's epochs
+when the policy moved too far all the same. Actor and critic share one loss (with an entropy
+bonus and a clipped value term) and one Adam, whose step size decays linearly from α to α/I
+over the I iterations; the gradient's norm is clipped to `--max-grad-norm`; the critic's target
+is the λ-return instead of λ = 1; advantages are normalised per minibatch instead of per batch.
+Discrete actions only (ppo_continuous.py takes Box actions); the defaults are CleanRL's (4 envs
+× 128 steps, α 2.5e-4, λ 0.95, 500k steps).
 
 Defaults follow CleanRL's `ppo.py` and "The 37 implementation details of PPO" (Huang et al.
-2022), cited as "core detail N" from its list of 13 core details. Deliberate differences, each
-explained where it happens: a time-limit truncation is bootstrapped with the value of the real
-final observation (Pardo et al. 2018; `--no-bootstrap-truncation` does as CleanRL does, and
-benchmarks/ABLATIONS.md measures the difference), losses are logged as means over the whole
-update, and the policy is saved with everything needed to evaluate it. Lines starting with
-`# math:` hold the LaTeX of the equation the code below computes. The training algorithm ends
-with `train`; the tooling after it (input checks, evaluation, checkpoints) can be skipped on a
-first reading.
+2022), cited as "core detail N" from its list of 13 core details.
+Deliberate differences, each explained where it happens: a time-limit truncation is
+bootstrapped with the value of the real final observation (Pardo et al. 2018;
+`--no-bootstrap-truncation` does as CleanRL does, and benchmarks/ABLATIONS.md measures the
+difference), losses are logged as means over the whole update, and the policy is saved with
+everything needed to evaluate it. Lines starting with `# math:` hold the LaTeX of the equation
+the code below computes. The training algorithm ends with `train`; the tooling after it (input
+checks, evaluation, checkpoints) can be skipped on a first reading.
 """
 
 import importlib.util
@@ -49,7 +53,7 @@ from torch.utils.tensorboard import SummaryWriter
 class Args:
     # --- the algorithm ---
     env_id: str = "CartPole-v1"
-    """Gymnasium env with Discrete actions and flat Box observations; module:EnvId for your own"""
+    """Gymnasium env with Discrete actions; module:EnvId for an env of your own"""
     hidden_size: int = 64
     """units in each of the two tanh hidden layers of the actor and of the critic"""
     total_timesteps: int = 500_000
@@ -61,7 +65,7 @@ class Args:
     num_steps: int = 128
     """T, steps per environment in each rollout; batch size = N·T"""
     anneal_lr: bool = True
-    """decay the step size linearly from α to α/K in the last of K updates (core detail 4)"""
+    """decay the step size linearly from α to α/I in the last of I iterations (core detail 4)"""
     gamma: float = 0.99
     """discount factor γ in [0, 1]"""
     gae_lambda: float = 0.95
@@ -101,7 +105,7 @@ class Args:
     save_model: bool = False
     """save the policy to <run>/model.pt at the end of training, or when stopped early"""
     eval_episodes: int = 10
-    """greedy episodes played after training (0: none); an endless one is cut at 10,000 steps"""
+    """deterministic episodes after training (0: none), each cut at 10,000 steps at most"""
     eval_seed: int | None = None
     """seed of the evaluation episodes; by default --seed + 10,000 (seeds training never used)"""
     eval_checkpoint: str | None = None
@@ -130,7 +134,8 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases (core detail 2): √2 for tanh hidden layers;
+    # Orthogonal weights scaled by `std`, zero biases (core detail 2). √2 for the hidden layers is
+    # the convention of PPO's reference code (it is the gain for ReLU; tanh's would be 5/3);
     # 0.01 for the policy head, so the first policy is close to uniform; 1 for V.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
@@ -161,9 +166,9 @@ class Agent(nn.Module):
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,), log π(a|s) (B,), entropy (B,), V(s) (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # The categorical distribution written out, so that its formulas are on the page (a test
-        # checks that it gives torch.distributions.Categorical's numbers bit for bit). The actor's
-        # outputs z are logits: π_θ(a|s) is the softmax of z.
+        # The categorical distribution written out, so that its formulas are on the page (tests
+        # compare it with torch.distributions.Categorical). The actor's outputs z are logits:
+        # π_θ(a|s) is the softmax of z.
         # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
         logits = self.actor(obs)
         log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
@@ -221,9 +226,10 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     logratio = new_logprob - old_logprob
     ratio = logratio.exp()  # r_t(θ); 1 (up to rounding) in the first minibatch of the first epoch
     # Clipped surrogate (eq. 7), negated: the max of the negatives is the min of the objectives.
-    # A sample gives no gradient only where the clipped term is the smaller one: Â > 0 and
-    # r > 1 + ε, or Â < 0 and r < 1 − ε (the step already moved it far enough its way). Where r
-    # left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
+    # A sample gives no surrogate gradient (its value and entropy terms still give one) only where
+    # the clipped term is the smaller one: Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε (the step
+    # already moved it far enough its way). Where r left [1 − ε, 1 + ε] the other way, the
+    # unclipped term is the minimum and pulls r back.
     # math: L^{CLIP}(\theta) = \mathbb{E}_t[\min(r_t \hat A_t,\ \bar r_t \hat A_t)]
     # math: \bar r_t = \mathrm{clip}(r_t,\ 1 - \epsilon,\ 1 + \epsilon)
     pg_loss1 = -advantages * ratio
@@ -279,49 +285,51 @@ def train(args: Args) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim = envs.single_observation_space.shape[0]
     agent = Agent(obs_dim, int(envs.single_action_space.n), args.hidden_size).to(device)
-    # Adam with ε = 1e-5 instead of 1e-8 (core detail 3); the fused kernel is fastest on a CPU.
+    # Adam with ε = 1e-5 instead of 1e-8 (core detail 3); `fused`: one kernel for all weights.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
+    # NumPy arrays while the rollout runs (a step's few numbers cost less to store there than in
+    # tensors); the whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
-    obs = torch.zeros((*shape, obs_dim), device=device)
-    actions = torch.zeros(shape, dtype=torch.long, device=device)
-    logprobs = torch.zeros(shape, device=device)
-    values = torch.zeros(shape, device=device)
-    final_values = torch.zeros(shape, device=device)  # V(final obs) where the episode was truncated
-    # What the env returns stays in NumPy during the rollout, where a tensor per step would cost
-    # more than the arithmetic; it becomes tensors once, before GAE.
-    rewards_np, terminations_np, truncations_np = (np.zeros(shape) for _ in range(3))
+    obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
+    actions_np = np.zeros(shape, dtype=np.int64)
+    # final_values: V(final obs) at the steps where an episode was truncated
+    logprobs_np, values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
+        np.zeros(shape, dtype=np.float32) for _ in range(6))
 
     global_step, start_time, last_print = 0, time.time(), 0.0
     episodic_returns = []  # (step, return) of every training episode
     next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
-    next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+    next_obs_np = next_obs_np.astype(np.float32)  # float32, as the networks are
     run = Run(args, agent, writer)  # guard rails, Ctrl-C, checkpoint: the tooling after `train`
     for iteration in range(1, num_iterations + 1):
-        if args.anneal_lr:  # α_k = α (1 − (k − 1)/K) in iteration k of K
+        if args.anneal_lr:  # α_i = α (1 − (i − 1)/I) in iteration i of I
             frac = 1.0 - (iteration - 1.0) / num_iterations
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
         # --- rollout: T steps in each of the N envs with the current policy π_θ_old ---
-        # Collecting needs no gradient: the update recomputes log π and V. Inference mode also
-        # skips the version counters and view tracking that autograd keeps under no_grad.
+        # Collecting needs no gradient (the update recomputes log π and V): inference mode is
+        # torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
-                obs[step] = next_obs
+                obs_np[step] = next_obs_np
+                next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
                 action, logprob, _, value = agent.get_action_and_value(next_obs)
-                actions[step], logprobs[step], values[step] = action, logprob, value
-                next_obs_np, reward, terminated, truncated, infos = envs.step(action.cpu().numpy())
+                action_np = action.cpu().numpy()
+                actions_np[step], logprobs_np[step], values_np[step] = (
+                    action_np, logprob.cpu().numpy(), value.cpu().numpy())
+                next_obs_np, reward, terminated, truncated, infos = envs.step(action_np)
                 run.check_env(next_obs_np, reward, infos, global_step)  # stops on NaN or inf
                 rewards_np[step] = reward
                 terminations_np[step], truncations_np[step] = terminated, truncated
-                next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+                next_obs_np = next_obs_np.astype(np.float32)
                 if truncated.any():  # bootstrap a cut episode with V of its real final observation
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
-                    final_values[step, idx] = agent.get_value(final_obs)
+                    final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
                 for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
@@ -329,10 +337,12 @@ def train(args: Args) -> dict:
                     episodic_returns.append((global_step, float(episode_return)))
 
         # --- bootstrap and advantages ---
-        rewards, terminations, truncations = (
-            torch.as_tensor(x, dtype=torch.float32, device=device)  # (T, N)
-            for x in (rewards_np, terminations_np, truncations_np))
+        obs, actions, logprobs, values, final_values, rewards, terminations, truncations = (
+            torch.tensor(x, device=device)  # (T, N, ...): copies, the arrays are refilled next
+            for x in (obs_np, actions_np, logprobs_np, values_np, final_values_np, rewards_np,
+                      terminations_np, truncations_np))  # rollout
         with torch.no_grad():
+            next_obs = torch.from_numpy(next_obs_np).to(device)
             next_value = agent.get_value(next_obs)  # V(s_T), (N,)
         # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
         # truncated. After a termination it is the reset observation's value, masked in GAE.
@@ -360,10 +370,11 @@ def train(args: Args) -> dict:
                 _, new_logprob, entropy, new_value = agent.get_action_and_value(b_obs[mb_inds],
                                                                                 b_actions[mb_inds])
                 mb_advantages = b_advantages[mb_inds]
-                # Normalised per minibatch (core detail 7). Dividing by the std only rescales the
-                # step; subtracting the mean is a baseline: it changes this minibatch's estimate,
-                # its direction too, but not its expectation, since E[∇ log π] = 0 (apart from
-                # the small bias of taking the mean from the same samples).
+                # Normalised per minibatch (core detail 7). For the unclipped term r·Â, the mean
+                # is a baseline (it leaves the expected gradient alone: E_{a~π_old}[∇r] =
+                # ∇ Σ_a π_θ(a|s) = 0) and the std rescales the step. In the clipped loss it does
+                # more: shifting Â changes which samples are clipped, so after the first
+                # minibatch it changes the expected update too.
                 if args.norm_adv:
                     mb_mean, mb_std = mb_advantages.mean(), mb_advantages.std()
                     mb_advantages = (mb_advantages - mb_mean) / (mb_std + 1e-8)
@@ -377,7 +388,8 @@ def train(args: Args) -> dict:
                 epoch_stats.append(stats)
             update_stats += epoch_stats
             # Early stop: the policy has already moved far from π_old. Spinning Up's PPO checks the
-            # KL after every step against 1.5 × target; like CleanRL, we check once per epoch.
+            # KL after every step against 1.5 × target; CleanRL checks once per epoch, the KL of
+            # the epoch's last minibatch; we check once per epoch too, the mean over the epoch.
             epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()
             if args.target_kl is not None and epoch_kl > args.target_kl:
                 break
@@ -522,9 +534,9 @@ class Run:
 
 
 def evaluate(agent, args, folder):
-    """Play --eval-episodes episodes with the greedy action argmax_a π(a|s), each cut at 10,000
-    steps at most, filmed into <folder>/videos with --capture-video; print and return their
-    returns."""
+    """Play --eval-episodes episodes, each cut at 10,000 steps at most and filmed into
+    <folder>/videos with --capture-video; print and return their returns. The action is the
+    most likely one, argmax_a π(a|s)."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
     env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
     if args.capture_video:
@@ -554,7 +566,8 @@ def main():
         checkpoint = torch.load(args.eval_checkpoint, weights_only=True)
         args = tyro.cli(Args, default=Args(**checkpoint["args"]))
         env = check_args(args)
-        agent = Agent(env.observation_space.shape[0], int(env.action_space.n), args.hidden_size)
+        obs_dim = env.observation_space.shape[0]
+        agent = Agent(obs_dim, int(env.action_space.n), args.hidden_size)
         agent.load_state_dict(checkpoint["model"])
     except (OSError, TypeError, RuntimeError) as error:
         fail(f"cannot evaluate {args.eval_checkpoint}: {' '.join(str(error).split())}")

@@ -14,7 +14,8 @@ actions (Pendulum-v1, HalfCheetah-v4).
 The first file of the reading order reinforce.py → vpg.py → ppo_discrete.py →
 ppo_continuous.py. Each batch is a set of complete episodes played by the current policy, and
 the policy takes one Adam step on it. Nothing here estimates a value, so nothing can stand in
-for the rewards after a cut: only complete episodes are used. Lines starting with `# math:`
+for the rewards after a cut: every episode is played to its end, and an episode cut by a time
+limit counts as ended there, its missing rewards taken as 0. Lines starting with `# math:`
 hold the LaTeX of the equation the code below computes. The training algorithm ends with
 `train`; the tooling after it (input checks, evaluation, checkpoints) can be skipped on a first
 reading.
@@ -98,8 +99,9 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases, as in the PPO scripts: √2 for tanh hidden
-    # layers; 0.01 for the policy head, so the first policy is close to uniform (or zero-mean).
+    # Orthogonal weights scaled by `std`, zero biases, as in the PPO scripts. √2 for the hidden
+    # layers is the convention of PPO's reference code (it is the gain for ReLU; tanh's would be
+    # 5/3); 0.01 for the policy head, so the first policy is close to uniform (or zero-mean).
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -127,25 +129,23 @@ class Agent(nn.Module):
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 (σ ≈ 0.61) at the start, as in vpg.py. ppo_continuous.py starts
-            # at CleanRL's σ = 1 instead: each script keeps the value of the code whose published
-            # results it is compared with. With σ ≈ 0.61 about a tenth of the first actions fall
-            # outside MuJoCo's [−1, 1] (with σ = 1, a third) and reach the env clipped.
+            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up's VPG. With σ ≈ 0.61 about a
+            # tenth of the first actions fall outside [−1, 1], the bounds of most MuJoCo envs
+            # (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third).
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions written out, so that their formulas are on the page (tests check that
-        # they give torch.distributions' numbers bit for bit, which is why log σ is computed as
-        # log(σ), as the library does).
+        # Both distributions written out, so that their formulas are on the page (tests compare
+        # them with torch.distributions, which is why log σ is computed as log(σ), as it does).
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
-            std = self.actor_logstd.exp().expand_as(mean)  # σ, the same in every state
+            std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product: log-probs add
-            # up over the last axis, and so do the entropies.
+            # The action dimensions are independent, so the density is a product: log-probs add up
+            # over the last axis, and so do the entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -222,7 +222,7 @@ def train(args: Args) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
-    # Adam's ε = 1e-5 as in the PPO scripts; the fused kernel is the fastest Adam on a CPU.
+    # Adam's ε = 1e-5 as in the PPO scripts; `fused`: one kernel for all weights.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     global_step, start_time, last_print, iteration = 0, time.time(), 0.0, 0
@@ -246,8 +246,8 @@ def train(args: Args) -> dict:
                                                          for _ in range(3))
         b_obs, b_actions, b_rewards, b_dones = [], [], [], []  # a step each, episode after episode
         collecting = np.ones(args.num_envs, dtype=bool)  # env i's episode goes into the batch
-        # Collecting needs no gradient: the update recomputes log π. Inference mode also skips
-        # the version counters and view tracking that autograd keeps under no_grad.
+        # Collecting needs no gradient (the update recomputes log π): inference mode is torch's
+        # no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             while collecting.any():
                 global_step += args.num_envs
@@ -442,9 +442,9 @@ class Run:
 
 
 def evaluate(agent, args, folder):
-    """Play --eval-episodes episodes with the most likely action (Discrete) or the mean action
-    (Box), each cut at 10,000 steps at most, filmed into <folder>/videos with --capture-video;
-    print and return their returns."""
+    """Play --eval-episodes episodes, each cut at 10,000 steps at most and filmed into
+    <folder>/videos with --capture-video; print and return their returns. The action is the
+    most likely one (Discrete) or the mean μ_θ(s), clipped to the bounds (Box)."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
     env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
     if args.capture_video:

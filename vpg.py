@@ -15,10 +15,12 @@ actions (Pendulum-v1, HalfCheetah-v4).
 
 What changes from reinforce.py: a critic V_φ(s) learns to predict the return, and the weight of
 each log-probability becomes the advantage Â_t (GAE-λ), the return measured against that
-prediction. Because V estimates the rewards after a cut, a batch is a fixed T steps per env that
-may end mid-episode, and a time-limit truncation is bootstrapped with V(final observation); so
-the rollout is PPO's, not REINFORCE's episode collector. Advantages are normalised over the
-batch; the critic has its own Adam and takes `vf_iters` steps per batch.
+prediction, always normalised over the batch (reinforce.py's `--norm-returns` is gone). Because
+V estimates the rewards after a cut, a batch is a fixed T steps per env that may end
+mid-episode, and a time-limit truncation is bootstrapped with V(final observation); so the
+rollout is PPO's, not REINFORCE's episode collector. The critic has its own Adam (step size
+1e-3) and takes `vf_iters` steps per batch; the policy's step size drops from reinforce.py's
+3e-3 to Spinning Up's 3e-4, and the default budget grows from 500k to 2M steps.
 
 Defaults follow Spinning Up's `vpg.py` (4000 steps per batch, π lr 3e-4, V lr 1e-3, 80 critic
 steps, γ 0.99, λ 0.97, no observation normalisation). Unlike PPO, VPG takes a single gradient
@@ -112,8 +114,9 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases, as in the PPO scripts: √2 for tanh hidden
-    # layers; 0.01 for the policy head, so the first policy is close to uniform (or zero-mean);
+    # Orthogonal weights scaled by `std`, zero biases, as in the PPO scripts. √2 for the hidden
+    # layers is the convention of PPO's reference code (it is the gain for ReLU; tanh's would be
+    # 5/3); 0.01 for the policy head, so the first policy is close to uniform (or zero-mean);
     # 1 for V.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
@@ -143,10 +146,9 @@ class Agent(nn.Module):
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up. ppo_continuous.py starts
-            # at CleanRL's σ = 1 instead: each script keeps the value of the code whose published
-            # results it is compared with. With σ ≈ 0.61 about a tenth of the first actions fall
-            # outside MuJoCo's [−1, 1] (with σ = 1, a third) and reach the env clipped.
+            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up's VPG. With σ ≈ 0.61 about a
+            # tenth of the first actions fall outside [−1, 1], the bounds of most MuJoCo envs
+            # (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third).
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -155,16 +157,15 @@ class Agent(nn.Module):
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s), entropy, V(s), each (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions written out, so that their formulas are on the page (tests check that
-        # they give torch.distributions' numbers bit for bit, which is why log σ is computed as
-        # log(σ), as the library does).
+        # Both distributions written out, so that their formulas are on the page (tests compare
+        # them with torch.distributions, which is why log σ is computed as log(σ), as it does).
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
-            std = self.actor_logstd.exp().expand_as(mean)  # σ, the same in every state
+            std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product: log-probs add
-            # up over the last axis, and so do the entropies.
+            # The action dimensions are independent, so the density is a product: log-probs add up
+            # over the last axis, and so do the entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -216,17 +217,19 @@ def vpg_loss(logprob, advantages):
     """The policy-gradient surrogate on a batch of B steps, as a loss to minimise. Inputs have
     shape (B,).
 
-    Its gradient is ∇L = −ĝ, minus the policy-gradient estimate averaged over the B steps of the
-    batch (Schulman et al. 2016, eq. 1 with Ψ_t = Â_t). Its value is no measure of how well the
-    policy performs: judge a run by its returns.
+    Its gradient is minus the policy-gradient estimate with Ψ_t = Â_t (Schulman et al. 2016,
+    eq. 1), averaged over the B steps of the batch. reinforce.py's ĝ averages over episodes; a
+    batch here is T steps per env, cut mid-episode, so the average is over steps, which only
+    rescales it. Its value is no measure of how well the policy performs: judge a run by its
+    returns.
     """
-    # math: \hat g = \frac{1}{B}\sum_{t} \nabla_\theta \log \pi_\theta(a_t|s_t)\, \hat A_t
     # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t
+    # math: -\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,\hat A_t
     return -(logprob * advantages).mean()
 
 
 def value_loss(value, returns):
-    """Mean squared error of the critic against its targets R̂_t; inputs have shape (B,)."""
+    """Mean squared error of the critic against its targets; inputs have shape (B,)."""
     # math: L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2
     return ((value - returns) ** 2).mean()
 
@@ -254,54 +257,55 @@ def train(args: Args) -> dict:
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
     # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
-    # step counts. Adam's ε = 1e-5 as in the PPO scripts; the fused kernel is fastest on a CPU.
+    # step counts. Adam's ε = 1e-5 as in the PPO scripts; `fused`: one kernel for all weights.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
     pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
                                     fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
+    # NumPy arrays while the rollout runs (a step's few numbers cost less to store there than in
+    # tensors); the whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
-    obs = torch.zeros((*shape, obs_dim), device=device)
-    action_shape, action_dtype = ((action_space.shape, torch.float32) if agent.continuous
-                                  else ((), torch.long))
-    actions = torch.zeros((*shape, *action_shape), dtype=action_dtype, device=device)
-    values = torch.zeros(shape, device=device)
-    final_values = torch.zeros(shape, device=device)  # V(final obs) where the episode was truncated
-    # What the env returns stays in NumPy during the rollout, where a tensor per step would cost
-    # more than the arithmetic; it becomes tensors once, before GAE.
-    rewards_np, terminations_np, truncations_np = (np.zeros(shape) for _ in range(3))
+    obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
+    actions_np = np.zeros((*shape, *action_space.shape),
+                          dtype=np.float32 if agent.continuous else np.int64)
+    # final_values: V(final obs) at the steps where an episode was truncated
+    values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
+        np.zeros(shape, dtype=np.float32) for _ in range(5))
 
     global_step, start_time, last_print = 0, time.time(), 0.0
     episodic_returns = []  # (step, return) of every training episode
     next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
-    next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+    next_obs_np = next_obs_np.astype(np.float32)  # float32, as the networks are
     run = Run(args, agent, writer)  # guard rails, Ctrl-C, checkpoint: the tooling after `train`
     for iteration in range(1, num_iterations + 1):
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient: the update recomputes log π and V. Inference mode also
-        # skips the version counters and view tracking that autograd keeps under no_grad.
+        # Collecting needs no gradient (the update recomputes log π and V): inference mode is
+        # torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
-                obs[step] = next_obs
+                obs_np[step] = next_obs_np
+                next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
                 action, _, _, value = agent.get_action_and_value(next_obs)
-                actions[step], values[step] = action, value
+                action_np = action.cpu().numpy()
+                actions_np[step], values_np[step] = action_np, value.cpu().numpy()
                 # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
                 # keeps the sample itself, whose log-probability is the one the gradient needs.
-                env_action = action.cpu().numpy()
+                env_action = action_np
                 if agent.continuous:
-                    env_action = np.clip(env_action, action_space.low, action_space.high)
+                    env_action = np.clip(action_np, action_space.low, action_space.high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
                 run.check_env(next_obs_np, reward, infos, global_step)  # stops on NaN or inf
                 rewards_np[step] = reward
                 terminations_np[step], truncations_np[step] = terminated, truncated
-                next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
+                next_obs_np = next_obs_np.astype(np.float32)
                 if truncated.any():  # bootstrap a cut episode with V of its real final observation
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
-                    final_values[step, idx] = agent.get_value(final_obs)
+                    final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
                 for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
@@ -309,10 +313,12 @@ def train(args: Args) -> dict:
                     episodic_returns.append((global_step, float(episode_return)))
 
         # --- bootstrap and advantages ---
-        rewards, terminations, truncations = (
-            torch.as_tensor(x, dtype=torch.float32, device=device)  # (T, N)
-            for x in (rewards_np, terminations_np, truncations_np))
+        obs, actions, values, final_values, rewards, terminations, truncations = (
+            torch.tensor(x, device=device)  # (T, N, ...): copies, the arrays are refilled next
+            for x in (obs_np, actions_np, values_np, final_values_np, rewards_np, terminations_np,
+                      truncations_np))  # rollout
         with torch.no_grad():
+            next_obs = torch.from_numpy(next_obs_np).to(device)
             next_value = agent.get_value(next_obs)  # V(s_T), (N,): for paths cut by the batch end
         # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
         # truncated. After a termination it is the reset observation's value, masked in GAE.
@@ -329,13 +335,13 @@ def train(args: Args) -> dict:
                                  args.gamma, 1.0)
 
         # --- flatten the batch: (T, N, ...) -> (T·N, ...) ---
-        b_obs, b_actions = obs.reshape(-1, obs_dim), actions.reshape(-1, *action_shape)
+        b_obs, b_actions = obs.reshape(-1, obs_dim), actions.reshape(-1, *action_space.shape)
         b_values, b_returns = values.reshape(-1), returns.reshape(-1)
         b_advantages = advantages.reshape(-1)
-        # Normalised over the batch, as in Spinning Up. Dividing by the std only rescales the step,
-        # so that its size does not depend on the scale of the rewards; subtracting the mean is a
-        # baseline: it changes this batch's estimate, its direction too, but not its expectation,
-        # since E[∇ log π] = 0 (apart from the small bias of taking the mean from the same batch).
+        # Normalised over the batch, as in Spinning Up. Dividing by the std only rescales the
+        # step; subtracting the mean is a baseline: it changes this batch's estimate, its
+        # direction too, but not its expectation, since E[∇ log π] = 0 (apart from the small bias
+        # of taking the mean from the same batch).
         b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
         # --- update: one policy-gradient step on θ, then vf_iters critic steps on φ ---
@@ -498,9 +504,9 @@ class Run:
 
 
 def evaluate(agent, args, folder):
-    """Play --eval-episodes episodes with the most likely action (Discrete) or the mean action
-    (Box), each cut at 10,000 steps at most, filmed into <folder>/videos with --capture-video;
-    print and return their returns."""
+    """Play --eval-episodes episodes, each cut at 10,000 steps at most and filmed into
+    <folder>/videos with --capture-video; print and return their returns. The action is the
+    most likely one (Discrete) or the mean μ_θ(s), clipped to the bounds (Box)."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
     env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
     if args.capture_video:
