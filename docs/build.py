@@ -3,7 +3,7 @@
     pip install -r docs/requirements.txt
     python docs/build.py                 # writes docs/<script>.html, the step pages and docs/index.html
     python docs/build.py --out /tmp/docs
-    python docs/build.py --screenshots docs   # docs/screenshot-1366.png and -1920.png (needs chromium)
+    python docs/build.py --screenshots docs   # docs/screenshot-1366.png, -1920.png, screenshot-step-*.png (chromium)
 
 The scripts are read, never changed. A script is cut into sections at each block of whole-line
 comments: the block is the section's notes (left), the code up to the next block its code
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = {  # in reading order
     "reinforce": "REINFORCE: the Monte-Carlo policy gradient, no critic.",
     "vpg": "Vanilla policy gradient: a learned value baseline, GAE-λ advantages, one step per batch.",
-    "ppo_discrete": "PPO-clip for discrete actions: many minibatch steps per batch, kept close by the clipped ratio.",
+    "ppo_discrete": "PPO-clip for discrete actions: many minibatch steps per batch on a clipped surrogate.",
     "ppo_continuous": "PPO-clip for continuous control (MuJoCo): a Gaussian policy, observation and reward normalisation.",
 }
 ORDER = list(SCRIPTS)
@@ -60,15 +60,18 @@ header, .intro, nav.pages, .index { max-width: 1100px; margin: 0 auto; padding: 
 header h1 { font-size: 26px; margin: 20px 0 4px; }
 nav.pages { display: flex; justify-content: space-between; gap: 16px; padding-top: 10px; padding-bottom: 10px; }
 .intro pre, .notes pre { background: #f4f4f6; padding: 8px 12px; border-radius: 4px; white-space: pre-wrap; }
-.section { display: grid; grid-template-columns: minmax(0, 1fr) auto; border-top: 1px solid #eee; }
+.section { display: grid; grid-template-columns: minmax(0, 44em) auto; justify-content: center;
+           border-top: 1px solid #eee; }
 .section.inner { border-top: 1px dashed #f0f0f0; }
 .notes { padding: 8px 20px; background: #fafafa; border-right: 1px solid #eee; min-width: 0; }
 .notes p { margin: 6px 0; }
+.nowrap { white-space: nowrap; }
 .notes h3 { margin: 10px 0 4px; font-size: 16px; color: #3c3c46; }
 .notes table { border-collapse: collapse; font-size: 13.5px; width: 100%; }
 .notes td { padding: 2px 6px 2px 0; vertical-align: top; border-bottom: 1px solid #eee; overflow-wrap: anywhere; }
 .notes td:first-child { white-space: nowrap; }
 math[display="block"] { margin: 8px 0; font-size: 105%; }
+.diff math { font-size: 125%; }
 .code pre { margin: 0; padding: 8px 12px; font: 13px/1.45 ui-monospace, Menlo, Consolas, monospace; }
 .code { width: calc(101ch + 5.5em); font: 13px ui-monospace, Menlo, Consolas, monospace; }
 .code .ln { color: #b0b0b8; user-select: none; display: inline-block; width: 3.2em; }
@@ -80,19 +83,22 @@ code { font: 90% ui-monospace, Menlo, Consolas, monospace; background: #f0f0f3; 
 .diff h3 { font-size: 15px; margin: 16px 0 4px; }
 .diff pre { margin: 0; padding: 8px 12px; background: #fafafa; border: 1px solid #eee; border-radius: 4px;
             font: 13px/1.45 ui-monospace, Menlo, Consolas, monospace; white-space: pre-wrap; overflow-wrap: anywhere; }
-.diff pre span { display: block; min-height: 1.45em; }
+.diff pre > span { display: block; min-height: 1.45em; }
+.diff .ln { color: #b0b0b8; user-select: none; display: inline-block; width: 3.2em; text-align: right; padding-right: 0.6em; }
 .diff .add { background: #e6f7e6; } .diff .del { background: #fbe9e9; } .diff .hunk { color: #8a8a99; }
 """
 
 # Unicode in the scripts' plain-text formulas -> LaTeX, for typesetting them.
-SYMBOLS = {"α": r"\alpha", "β": r"\beta", "γ": r"\gamma", "δ": r"\delta", "ε": r"\epsilon", "θ": r"\theta",
+SYMBOLS = {"α": r"\alpha", "β": r"\beta", "γ": r"\gamma", "δ": r"\delta", "ε": r"\varepsilon", "θ": r"\theta",
            "λ": r"\lambda", "μ": r"\mu", "π": r"\pi", "σ": r"\sigma", "τ": r"\tau", "φ": r"\phi", "Σ": r"\sum",
            "∇": r"\nabla", "−": "-", "≥": r"\geq", "≤": r"\leq", "·": r"\cdot", "∈": r"\in", "×": r"\times",
            "≈": r"\approx", "Â": r"\hat{A}", "ĝ": r"\hat{g}", "‖": r"\|", "∞": r"\infty"}
 # A short formula inside prose: one letter, then subscripts or superscripts, then an optional
 # argument: δ_t, V_θ(s_t), π_θ_old, A_{t+1}, γ^l, r_t(θ). Identifiers such as final_obs do not match.
 INLINE_MATH = re.compile(r"(?<![\w`\\])[A-Za-zα-ωΑ-ΩÂĝ](?:_\{[^{}\s]+\}|_[0-9A-Za-zα-ω]+|\^\{[^{}\s]+\}|\^[0-9A-Za-zα-ω]+)+"
-                         r"(?:\((?:[^()\s]|\([^()\s]*\))*\))?")
+                         r"(?:\((?:[^()\s]|\([^()\s]*\))*\))?"
+                         # or a letter applied to an argument with a subscript, V(s_{t+k}), kept whole
+                         r"|(?<![\w`\\])[A-Za-zα-ωΑ-Ω]\((?=[^()\s]*_)(?:[^()\s]|\([^()\s]*\))+\)")
 
 
 def to_latex(text: str) -> str:
@@ -128,9 +134,22 @@ def comment_lines(source: str) -> set[int]:
     return comments - code_lines
 
 
+def typeset(latex: str, display: str = "inline") -> str:
+    """LaTeX -> MathML, with the typography that browsers get wrong from latex2mathml's output: a
+    hat drawn as a small accent (not a tall detached caret), ε rather than ϵ as in the prose, a thin
+    space after log, and a displayed Σ drawn large."""
+    mathml = convert(latex.replace(r"\epsilon", r"\varepsilon"), display=display)
+    mathml = mathml.replace("<mo>&#x0005E;</mo></mover>", '<mo stretchy="false">&#x002C6;</mo></mover>')
+    mathml = re.sub(r"<mi>(log|exp)</mi>", r'<mi>\1</mi><mspace width="0.1667em"></mspace>', mathml)
+    if display == "block" and r"\textstyle" not in latex:  # limits under and over, large
+        mathml = mathml.replace("<mo>&#x02211;</mo>",
+                                '<mo movablelimits="false" largeop="true" style="font-size: 150%">&#x02211;</mo>')
+    return mathml
+
+
 def inline_math(latex: str) -> str | None:
     try:
-        mathml = convert(latex)
+        mathml = typeset(latex)
     except Exception:
         return None
     return None if "merror" in mathml or re.search(r">\\[A-Za-z]", mathml) else mathml
@@ -147,9 +166,11 @@ def prose(text: str) -> str:
         pieces, last = [], 0
         for m in INLINE_MATH.finditer(part):
             mathml = inline_math(to_latex(m.group(0)))
-            if mathml:
-                pieces += [html.escape(part[last:m.start()]), mathml]
-                last = m.end()
+            if mathml:  # a formula and the punctuation after it never break apart: "π_θ," stays one
+                end = m.end() + len(re.match(r"[,.;:)]*", part[m.end():]).group(0))
+                pieces += [html.escape(part[last:m.start()]),
+                           f'<span class="nowrap">{mathml}{html.escape(part[m.end():end])}</span>']
+                last = end
         out.append("".join(pieces) + html.escape(part[last:]))
     return "".join(out)
 
@@ -157,13 +178,11 @@ def prose(text: str) -> str:
 def math(latex: str) -> str:
     """LaTeX -> MathML; a formula that fails, or leaves an unknown command as text, is an error."""
     try:
-        mathml = convert(latex, display="block")
+        mathml = typeset(latex, display="block")
     except Exception as error:
         raise ValueError(f"formula does not convert: {latex} ({type(error).__name__})") from error
     if "merror" in mathml or re.search(r">\\[A-Za-z]", mathml):
         raise ValueError(f"formula does not convert: {latex}")
-    if r"\textstyle" not in latex:  # a sum's limits under and over it, as in a displayed formula
-        mathml = mathml.replace("<mo>&#x02211;</mo>", '<mo movablelimits="false">&#x02211;</mo>')
     return mathml
 
 
@@ -280,6 +299,7 @@ def render(name: str) -> str:
     tree = ast.parse(source)
     definitions = {node.lineno: node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
     args = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Args")
+    args_start = min([args.lineno] + [d.lineno for d in args.decorator_list])
     top_level = {node.lineno: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
 
     body = []
@@ -291,8 +311,7 @@ def render(name: str) -> str:
         if not code and not notes:
             continue
         extra = "".join("".join(docstring_equations(definitions[n])) for n in code if n in definitions)
-        if code and args.lineno < code[0] <= args.end_lineno:
-            extra += flags_html(lines, code)
+        flags = flags_html(lines, code) if code and args_start <= code[0] <= args.end_lineno else ""
         code_html = "\n".join(f'<span class="ln">{n}</span>{highlighted[n - 1]}' for n in code)
         if code and all(re.match(r"(import |from \S+ import |$)", lines[n - 1]) for n in code):
             code_html = (f'<details class="imports"><summary>imports, lines {code[0]}–{code[-1]}</summary>'
@@ -302,7 +321,7 @@ def render(name: str) -> str:
         inner = bool(code) and not any(n in top_level for n in code[:1]) and not notes_starts_part(notes)
         anchor = f"L{code[0]}" if code else f"N{len(body)}"  # link to a section by its first line: page.html#L120
         body.append(f'<div class="section{" inner" if inner else ""}" id="{anchor}">'
-                    f'<div class="notes">{extra}{notes_html(notes)}</div><div class="code">{code_html}</div></div>')
+                    f'<div class="notes">{extra}{notes_html(notes)}{flags}</div><div class="code">{code_html}</div></div>')
     return page(f"{name}.py", f"<header><h1>{name}.py</h1><p><a href=\"index.html\">pgref</a> · "
                 f"{html.escape(SCRIPTS[name])}</p></header>\n{page_nav(name)}\n<div class=\"intro\">{intro}</div>\n"
                 + "\n".join(body) + "\n" + page_nav(name))
@@ -322,49 +341,120 @@ def page_nav(name: str) -> str:
     return f'<nav class="pages">{back}{ahead}</nav>'
 
 
-def definitions(source: str) -> dict[str, str]:
-    """The source of each top-level part of a script: the docstring, the imports, each definition."""
+def definitions(source: str) -> dict[str, tuple[int, list[str]]]:
+    """(first line number, lines) of each top-level part of a script: the docstring, the imports,
+    each definition (with its decorators)."""
     lines = source.split("\n")
     tree = ast.parse(source)
-    parts = {"module docstring": "\n".join(lines[tree.body[0].lineno - 1:tree.body[0].end_lineno])}
+    parts = {"module docstring": (1, lines[tree.body[0].lineno - 1:tree.body[0].end_lineno])}
     imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    parts["imports"] = "\n".join(lines[n.lineno - 1] for n in imports)
+    parts["imports"] = (imports[0].lineno, lines[imports[0].lineno - 1:imports[-1].end_lineno])
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            parts[node.name] = "\n".join(lines[start - 1:node.end_lineno])
+            parts[node.name] = (start, lines[start - 1:node.end_lineno])
     return parts
 
 
-def diff_html(old: str, new: str) -> str:
-    out = []
-    for line in list(difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=2))[2:]:
-        kind = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "same")
-        out.append(f'<span class="{kind}">{html.escape(line if kind != "hunk" else "⋯") or " "}</span>')
-    return "<pre>" + "".join(out) + "</pre>"  # one block per line: no newline between them
+def words(lines: list[str]) -> list[str]:
+    """The words of some lines with comment marks and line breaks taken out: two versions with the
+    same words differ only in how the text is wrapped."""
+    return " ".join(line.strip().removeprefix("#").removeprefix(" math:") for line in lines).split()
+
+
+def changes(old: list[str], new: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """difflib's opcodes of two versions of a definition, with every change that only re-wraps
+    the same words (a comment or docstring re-flowed, a call split differently) counted as equal."""
+    ops = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+    return [("equal" if tag != "equal" and words(old[i1:i2]) == words(new[j1:j2]) else tag, i1, i2, j1, j2)
+            for tag, i1, i2, j1, j2 in ops]
+
+
+def code_line(line: str, highlighted: str) -> str:
+    """One line of a step page: highlighted code, or a `# math:` comment with its equation typeset."""
+    if m := MATH.match(line.strip()):
+        indent = line[:len(line) - len(line.lstrip())]
+        return f'{indent}<span class="c1"># </span>{typeset(m.group(1))}'
+    return highlighted
+
+
+def diff_html(old: tuple[int, list[str]], new: tuple[int, list[str]], old_hl: list[str], new_hl: list[str]) -> str:
+    """The lines that changed, with two lines of context, each with its line number in the old file
+    and in the new one, highlighted, and `# math:` lines typeset; a gap between hunks is shown as ⋯."""
+    (old_start, old_lines), (new_start, new_lines) = old, new
+    rows, shown = [], set()
+    ops = changes(old_lines, new_lines)
+    for tag, i1, i2, j1, j2 in ops:
+        if tag != "equal":
+            shown.update(("old", i) for i in range(max(i1 - 2, 0), min(i2 + 2, len(old_lines))))
+            shown.update(("new", j) for j in range(max(j1 - 2, 0), min(j2 + 2, len(new_lines))))
+    gap = False
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "equal":
+            for i, j in zip(range(i1, i2), range(j1, j2), strict=False):  # a re-wrap may differ in length
+                if ("old", i) in shown or ("new", j) in shown:
+                    if gap and rows:
+                        rows.append('<span class="hunk">⋯</span>')
+                    gap = False
+                    n_old, n_new = old_start + i, new_start + j
+                    rows.append(f'<span class="same"><span class="ln">{n_old}</span><span class="ln">{n_new}</span>'
+                                f"  {code_line(new_lines[j], new_hl[n_new - 1])}</span>")
+                else:
+                    gap = True
+            continue
+        if gap and rows:
+            rows.append('<span class="hunk">⋯</span>')
+        gap = False
+        for i in range(i1, i2):
+            n = old_start + i
+            rows.append(f'<span class="del"><span class="ln">{n}</span><span class="ln"></span>'
+                        f"− {code_line(old_lines[i], old_hl[n - 1])}</span>")
+        for j in range(j1, j2):
+            n = new_start + j
+            rows.append(f'<span class="add"><span class="ln"></span><span class="ln">{n}</span>'
+                        f"+ {code_line(new_lines[j], new_hl[n - 1])}</span>")
+    return "<pre>" + "".join(rows) + "</pre>"  # one block per line: no newline between them
+
+
+# The order in which a step page shows the algorithm's changed definitions: the new objective
+# first, then what feeds it, then the networks and the loop that use them.
+ALGORITHM_FIRST = ["reinforce_loss", "vpg_loss", "ppo_loss", "value_loss", "compute_returns", "compute_gae",
+                   "RunningMeanStd", "Normalizer", "Agent", "train", "mlp", "layer_init"]
 
 
 def step_page(old_name: str, new_name: str) -> str:
-    old, new = (definitions((ROOT / f"{n}.py").read_text()) for n in (old_name, new_name))
-    doc = (ROOT / f"{new_name}.py").read_text().split('"""')[1]
+    sources = [(ROOT / f"{n}.py").read_text() for n in (old_name, new_name)]
+    old, new = (definitions(source) for source in sources)
+    old_hl, new_hl = (highlight(source, PythonLexer(), HtmlFormatter(nowrap=True)).split("\n") for source in sources)
+    doc = sources[1].split('"""')[1]
     change = next(p for p in doc.split("\n\n") if p.startswith("What changes from"))
-    algorithm, rest = [], []
+    blocks = []  # (in the algorithm, only comments changed, rank, html)
     for name in new:
         before = REPLACES.get(name) if name not in old and REPLACES.get(name) in old else name
-        if before in old and old[before] == new[name]:
-            continue
+        old_part = old.get(before, (1, []))
+        kinds = {tag for tag, *_ in changes(old_part[1], new[name][1])}
+        if kinds == {"equal"}:
+            continue  # the same, or only re-wrapped
+        code_changed = words(old_part[1]) != words(new[name][1]) and any(
+            not line.strip().startswith("#") for tag, i1, i2, j1, j2 in changes(old_part[1], new[name][1])
+            if tag != "equal" for line in old_part[1][i1:i2] + new[name][1][j1:j2])
         title = (f"<code>{name}</code>" + (f" (was <code>{before}</code>)" if before != name else "")
-                 + (" (new)" if before not in old else ""))
-        block = f"<h3>{title}</h3>" + diff_html(old.get(before, ""), new[name])
-        (algorithm if name in ALGORITHM else rest).append(block)
+                 + (" (new)" if before not in old else "") + ("" if code_changed else ": comments only"))
+        block = f"<h3>{title}</h3>" + diff_html(old_part, new[name], old_hl, new_hl)
+        rank = ALGORITHM_FIRST.index(name) if name in ALGORITHM_FIRST else len(ALGORITHM_FIRST)
+        blocks.append((name in ALGORITHM, not code_changed, rank, block))
     gone = [n for n in old if n not in new and n not in {REPLACES.get(m) for m in new}]
     for name in gone:
-        block = f"<h3><code>{name}</code> (gone)</h3>" + diff_html(old[name], "")
-        (algorithm if name in ALGORITHM else rest).append(block)
+        block = f"<h3><code>{name}</code> (gone)</h3>" + diff_html(old[name], (1, []), old_hl, new_hl)
+        rank = ALGORITHM_FIRST.index(name) if name in ALGORITHM_FIRST else len(ALGORITHM_FIRST)
+        blocks.append((name in ALGORITHM, False, rank, block))
+    algorithm = [b for inside, *_, b in sorted(blocks, key=lambda b: b[1:3]) if inside]
+    rest = [b for inside, *_, b in blocks if not inside]
     nav = (f'<nav class="pages"><a href="{old_name}.html">← {old_name}.py</a>'
            f'<a href="{new_name}.html">{new_name}.py →</a></nav>')
     content = (f"<header><h1>{old_name}.py → {new_name}.py</h1><p><a href=\"index.html\">pgref</a> · "
-               f"the differences of each definition, the algorithm's first</p></header>\n{nav}\n"
+               f"the differences of each definition, the algorithm's first; changes that only re-wrap a comment "
+               f"are left out</p></header>\n{nav}\n"
                f'<div class="intro"><p>{prose(" ".join(change.split()))}</p></div>\n<div class="diff">'
                f"<h2>The algorithm</h2>{''.join(algorithm) or '<p>No difference.</p>'}"
                f"<h2>Everything else: defaults, flags, messages, tooling</h2>{''.join(rest)}</div>\n{nav}")
@@ -372,7 +462,7 @@ def step_page(old_name: str, new_name: str) -> str:
 
 
 def page(title: str, content: str) -> str:
-    style = CSS + HtmlFormatter(style="default").get_style_defs(".code")
+    style = CSS + HtmlFormatter(style="default").get_style_defs([".code", ".diff"])
     return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{html.escape(title)}</title>\n"
             f"<style>{style}</style>\n</head>\n<body>\n{content}\n</body>\n</html>\n")
 
@@ -394,8 +484,9 @@ in this order; between two scripts, a step page shows what changes from one to t
 </ul>
 <p>REINFORCE weights each log-probability by the return that followed; VPG replaces that return by
 an advantage measured against a learned critic; PPO reuses each batch for several epochs and
-clips the probability ratio so no step strays far from the policy that collected the data; the
-continuous PPO adds a Gaussian policy and the normalisation MuJoCo needs.</p></div>""")
+clips the probability ratio, so that the loss stops rewarding a policy that moves further from
+the one that collected the data; the continuous PPO adds a Gaussian policy and the normalisation
+MuJoCo needs.</p></div>""")
 
 
 def browser(width: int = 1366, height: int = 768):
@@ -410,14 +501,14 @@ def browser(width: int = 1366, height: int = 768):
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 
 
-def screenshot(page: Path, anchor: str, path: Path, width: int) -> None:
-    """A screenshot of one section of a page (the section whose first code line is `anchor`)."""
+def screenshot(page: Path, selector: str, path: Path, width: int) -> None:
+    """A screenshot of a page scrolled to the first element that the CSS `selector` finds."""
     from selenium.webdriver.common.by import By
 
     driver = browser(width, 900)
     try:
         driver.get(page.resolve().as_uri())
-        driver.execute_script("arguments[0].scrollIntoView()", driver.find_element(By.ID, anchor))
+        driver.execute_script("arguments[0].scrollIntoView()", driver.find_element(By.CSS_SELECTOR, selector))
         driver.save_screenshot(str(path))
     finally:
         driver.quit()
@@ -442,7 +533,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs", help="folder for the pages (default: docs/)")
     parser.add_argument("--screenshots", type=Path,
-                        help="also save screenshot-1366.png and screenshot-1920.png of ppo_continuous.html's GAE here")
+                        help="also save screenshot-{1366,1920}.png of ppo_continuous.html's GAE and "
+                             "screenshot-step-{1366,1920}.png of vpg-to-ppo_discrete.html here")
     args = parser.parse_args()
     for path in build(args.out):
         print(f"wrote {path}")
@@ -454,5 +546,8 @@ if __name__ == "__main__":
         anchor = max(int(n) for n in re.findall(r'id="L(\d+)"', page_html) if int(n) <= gae_line)
         for width in (1366, 1920):
             path = args.screenshots / f"screenshot-{width}.png"
-            screenshot(args.out / "ppo_continuous.html", f"L{anchor}", path, width)
+            screenshot(args.out / "ppo_continuous.html", f"#L{anchor}", path, width)
+            print(f"wrote {path}")
+            path = args.screenshots / f"screenshot-step-{width}.png"  # the step to PPO: vpg_loss becomes ppo_loss
+            screenshot(args.out / "vpg-to-ppo_discrete.html", ".diff h3", path, width)
             print(f"wrote {path}")

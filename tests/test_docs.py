@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, _module
 
 sys.path.insert(0, str(ROOT / "docs"))
 import build  # noqa: E402
@@ -41,6 +41,30 @@ def test_every_formula_converts_and_every_line_is_shown(name):
     after_docstring = range(min(shown), len(lines))
     missing = [n for n in after_docstring if n not in shown and lines[n - 1].strip() and not lines[n - 1].strip().startswith("#")]
     assert not missing, missing
+
+
+def test_script_pages_list_every_flag_after_its_heading():
+    for name in build.SCRIPTS:
+        module = _module(name)
+        page = build.render(name)
+        flags = re.findall(r"<td><code>(--[\w-]+)</code></td>", page)
+        assert flags == ["--" + f.replace("_", "-") for f in module.Args.__dataclass_fields__], name
+        # each group's heading (the algorithm, then the run) comes before its table
+        assert page.index("the algorithm</h3>") < page.index("<td><code>--env-id") < page.index("the run")
+
+
+def test_step_pages_leave_out_rewraps_and_typeset_equations():
+    old = ["    # The quick brown fox", "    # jumps over the dog.", "    x = 1"]
+    rewrapped = ["    # The quick brown", "    # fox jumps over the dog.", "    x = 1"]
+    assert {tag for tag, *_ in build.changes(old, rewrapped)} == {"equal"}
+    assert {tag for tag, *_ in build.changes(old, old[:2] + ["    x = 2"])} != {"equal"}
+    page = build.step_page("vpg", "ppo_discrete")
+    diff = page.split('<div class="diff">', 1)[1]
+    assert '<span class="c1"># math:' not in diff and "<math" in diff  # every `# math:` line typeset
+    assert '<span class="k">def</span>' in diff  # highlighted
+    assert re.search(r'<span class="ln">\d+</span>', diff)  # with line numbers
+    # the algorithm's change first: the new loss before anything whose comments alone changed
+    assert diff.index("<code>ppo_loss</code>") < diff.index("comments only")
 
 
 @pytest.mark.parametrize("latex", [r"\frac{1}{", r"\nosuchcommand{x}"])
@@ -87,7 +111,13 @@ def test_what_a_reader_sees_in_a_real_browser(width, tmp_path):
             if "-to-" in name:  # a step page: the change named first, then the differences, algorithm first
                 headings = [h.text for h in driver.find_elements(By.TAG_NAME, "h2")]
                 assert headings[0] == "The algorithm" and "What changes from" in visible
+                assert "\\frac" not in visible  # equations typeset
+                assert driver.find_elements(By.CSS_SELECTOR, ".diff math") and driver.find_elements(By.CSS_SELECTOR, ".diff .ln")
                 assert driver.find_elements(By.CSS_SELECTOR, ".diff .add") and driver.find_elements(By.CSS_SELECTOR, ".diff .del")
+            # notes at a readable measure on every screen: about 90 characters a line at most
+            widest = driver.execute_script("return Math.max(0, ...Array.from(document.querySelectorAll('.notes p'))"
+                                           ".map(e => e.clientWidth / parseFloat(getComputedStyle(e).fontSize)))")
+            assert widest <= 46, (name, width, widest)  # in em: 44 em of this font hold about 90 characters
             if name != "index.html":
                 assert len(driver.find_elements(By.CSS_SELECTOR, "nav.pages a")) >= 2
         driver.save_screenshot(str(tmp_path / "index.png"))
