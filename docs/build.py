@@ -432,12 +432,11 @@ def step_page(old_name: str, new_name: str) -> str:
     for name in new:
         before = REPLACES.get(name) if name not in old and REPLACES.get(name) in old else name
         old_part = old.get(before, (1, []))
-        kinds = {tag for tag, *_ in changes(old_part[1], new[name][1])}
-        if kinds == {"equal"}:
+        ops = changes(old_part[1], new[name][1])
+        if all(tag == "equal" for tag, *_ in ops):
             continue  # the same, or only re-wrapped
-        code_changed = words(old_part[1]) != words(new[name][1]) and any(
-            not line.strip().startswith("#") for tag, i1, i2, j1, j2 in changes(old_part[1], new[name][1])
-            if tag != "equal" for line in old_part[1][i1:i2] + new[name][1][j1:j2])
+        code_changed = any(not line.strip().startswith("#") for tag, i1, i2, j1, j2 in ops
+                           if tag != "equal" for line in old_part[1][i1:i2] + new[name][1][j1:j2])
         title = (f"<code>{name}</code>" + (f" (was <code>{before}</code>)" if before != name else "")
                  + (" (new)" if before not in old else "") + ("" if code_changed else ": comments only"))
         block = f"<h3>{title}</h3>" + diff_html(old_part, new[name], old_hl, new_hl)
