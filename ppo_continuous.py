@@ -12,15 +12,15 @@ whose action space is a bounded `Box` (MuJoCo: HalfCheetah, Hopper, Walker2d; Pe
 
 What changes from ppo_discrete.py: the policy is a diagonal Gaussian whose mean is the actor's
 output and whose log σ is a learned vector (`Agent`); the sampled action is clipped to the
-bounds for the env but stored unclipped; observations are normalised and rewards scaled by
-running statistics (`Normalizer`; `--no-norm-obs` and `--no-norm-reward` switch them off, and
-benchmarks/ABLATIONS.md measures what each buys); the observation statistics are saved with the
-model, and evaluation acts with the mean action. The defaults are CleanRL's MuJoCo settings (one
-env × 2048 steps, 32 minibatches, 10 epochs, α 3e-4, no entropy bonus, 1M steps).
+bounds for the env but stored unclipped; observations are normalised (`Agent.normalize_obs`,
+whose statistics are saved with the weights) and rewards scaled (`RewardScaler`) by running
+statistics (`--no-norm-obs` and `--no-norm-reward` switch them off, and benchmarks/ABLATIONS.md
+measures what each buys); evaluation acts with the mean action. The defaults are those of
+CleanRL's `ppo_continuous_action.py` (one env × 2048 steps, 32 minibatches, 10 epochs, α 3e-4,
+no entropy bonus, 1M steps).
 
-Defaults follow CleanRL's `ppo_continuous_action.py` and "The 37 implementation details of PPO"
-(Huang et al. 2022), cited as "core detail N" from its list of 13 core details and "continuous
-detail N" from its 9 details for continuous actions.
+Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022): "core detail
+N" from its list of 13 core details, "continuous detail N" from its 9 for continuous actions.
 Deliberate differences, each explained where it happens: a time-limit truncation is
 bootstrapped with the value of the real final observation (Pardo et al. 2018;
 `--no-bootstrap-truncation` does as CleanRL does, and benchmarks/ABLATIONS.md measures the
@@ -92,10 +92,6 @@ class Args:
     """normalise observations by running statistics (continuous details 6-7); --no-…: raw ones"""
     norm_reward: bool = True
     """scale rewards by the std of the running discounted return (continuous details 8-9)"""
-    clip_obs: float = 10.0
-    """normalised observations are clipped to ±clip_obs (continuous detail 7)"""
-    clip_reward: float = 10.0
-    """scaled rewards are clipped to ±clip_reward (continuous detail 9)"""
 
     # --- the run: seed, threads, logging, saving, evaluation ---
     exp_name: str = "ppo_continuous"
@@ -142,7 +138,8 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
     # Orthogonal weights scaled by `std`, zero biases (core detail 2). √2 for the hidden layers is
     # the convention of PPO's reference code (it is the gain for ReLU; tanh's would be 5/3);
-    # 0.01 for the policy head, so the first mean action is close to 0; 1 for V.
+    # 0.01 for the policy head, so that its first outputs are near 0 (a near-uniform softmax,
+    # a mean action near 0); 1 for V.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -156,13 +153,34 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
     )
 
 
+class RunningMeanStd:
+    """Running mean and variance of a stream of batches, merged with the parallel formula of
+    Chan, Golub and LeVeque (1979). Shape (obs_dim,) for observations, () for returns."""
+
+    def __init__(self, shape: tuple[int, ...] = ()):
+        # count starts near 0 (not at 0, to avoid a division by 0), so the first batch dominates.
+        self.mean, self.var, self.count = np.zeros(shape), np.ones(shape), 1e-4
+
+    def update(self, x: np.ndarray) -> None:
+        """x: (B, *shape), a batch of B new samples."""
+        # math: \delta = \mu_B - \mu, \quad N = n + n_B, \quad \mu \leftarrow \mu + \delta\, n_B / N
+        # math: \sigma^2 \leftarrow (n\sigma^2 + n_B\sigma_B^2 + \delta^2 n\, n_B / N) / N
+        batch_mean, batch_var, batch_count = x.mean(0), x.var(0), x.shape[0]
+        delta, total = batch_mean - self.mean, self.count + batch_count
+        self.mean = self.mean + delta * batch_count / total
+        m2 = (self.var * self.count + batch_var * batch_count
+              + delta**2 * self.count * batch_count / total)
+        self.var = m2 / total
+        self.count = total  # n ← N
+
+
 class Agent(nn.Module):
     """Separate actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of
     --hidden-size units, 64 by default (continuous detail 4). The policy is a diagonal Gaussian
     N(μ_θ(s), diag σ²): the actor network gives the mean μ_θ(s); log σ is one learned parameter
     per action dimension, the same in every state (continuous details 1-3)."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64):
+    def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64, norm_obs: bool = True):
         super().__init__()
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
@@ -170,6 +188,27 @@ class Agent(nn.Module):
         # Up's σ ≈ 0.61). About a third of the first actions then fall outside [−1, 1], the bounds
         # of most MuJoCo envs (Humanoid's are ±0.4), and reach the env clipped.
         self.actor_logstd = nn.Parameter(torch.zeros(1, act_dim))
+        # Both networks read normalised observations, so the running statistics are part of the
+        # policy: kept in the state_dict (`get_extra_state`), they are saved and loaded with the
+        # weights (without them, a loaded policy acts on inputs it never saw: CleanRL #425, #532).
+        self.obs_rms, self.norm_obs = RunningMeanStd((obs_dim,)), norm_obs
+
+    def normalize_obs(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
+        """(B, obs_dim) -> (B, obs_dim): each feature to mean 0 and std 1 under the running
+        statistics, so that no tanh unit saturates or idles (continuous details 6-7)."""
+        if not self.norm_obs:  # --no-norm-obs, an ablation: the raw observations
+            return obs
+        if update:  # update=False freezes the statistics, as in evaluation
+            self.obs_rms.update(obs)
+        # math: \tilde s = \mathrm{clip}\big((s - \mu_s) / \sqrt{\sigma_s^2 + 10^{-8}},\ -c,\ c\big)
+        normalized = (obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + 1e-8)
+        return np.clip(normalized, -10.0, 10.0)  # c = 10, as in the reference code
+
+    def get_extra_state(self) -> torch.Tensor:  # the statistics' mean and variance, (2, obs_dim)
+        return torch.tensor(np.array([self.obs_rms.mean, self.obs_rms.var]))
+
+    def set_extra_state(self, state: torch.Tensor) -> None:
+        self.obs_rms.mean, self.obs_rms.var = state.numpy()
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
@@ -277,50 +316,14 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     return loss, stats
 
 
-class RunningMeanStd:
-    """Running mean and variance of a stream of batches, merged with the parallel formula of
-    Chan, Golub and LeVeque (1979). Shape (obs_dim,) for observations, () for returns."""
+class RewardScaler:
+    """Reward scaling (continuous details 8-9), written out so that its state is in plain view."""
 
-    def __init__(self, shape: tuple[int, ...] = ()):
-        # count starts near 0 (not at 0, to avoid a division by 0), so the first batch dominates.
-        self.mean, self.var, self.count = np.zeros(shape), np.ones(shape), 1e-4
+    def __init__(self, num_envs: int, gamma: float):
+        self.return_rms, self.gamma = RunningMeanStd(()), gamma
+        self.discounted_return = np.zeros(num_envs)  # R_t of each env
 
-    def update(self, x: np.ndarray) -> None:
-        """x: (B, *shape), a batch of B new samples."""
-        # math: \delta = \mu_B - \mu, \quad N = n + n_B, \quad \mu \leftarrow \mu + \delta\, n_B / N
-        # math: \sigma^2 \leftarrow (n\sigma^2 + n_B\sigma_B^2 + \delta^2 n\, n_B / N) / N
-        batch_mean, batch_var, batch_count = x.mean(0), x.var(0), x.shape[0]
-        delta, total = batch_mean - self.mean, self.count + batch_count
-        self.mean = self.mean + delta * batch_count / total
-        m2 = (self.var * self.count + batch_var * batch_count
-              + delta**2 * self.count * batch_count / total)
-        self.var = m2 / total
-        self.count = total  # n ← N
-
-
-class Normalizer:
-    """Observation normalisation and reward scaling (Huang et al. 2022, continuous details 6-9),
-    written here rather than taken from Gymnasium's wrappers so that its state is in plain view and
-    the observation statistics go into the checkpoint: a saved policy is only usable with the
-    statistics it was trained with (CleanRL issues #425, #532)."""
-
-    def __init__(self, obs_dim: int, num_envs: int, gamma: float, clip_obs: float,
-                 clip_reward: float):
-        self.obs_rms, self.return_rms = RunningMeanStd((obs_dim,)), RunningMeanStd(())
-        self.discounted_return = np.zeros(num_envs)  # R_t of each env, for the reward scale
-        self.gamma, self.clip_obs, self.clip_reward = gamma, clip_obs, clip_reward
-
-    def normalize_obs(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
-        """(B, obs_dim) -> (B, obs_dim). Each feature gets mean 0 and std 1 under the running
-        statistics, so that the tanh units are neither saturated nor idle for any feature.
-        `update=False` freezes the statistics, as in evaluation."""
-        if update:
-            self.obs_rms.update(obs)
-        # math: \tilde s = \mathrm{clip}\big((s - \mu_s) / \sqrt{\sigma_s^2 + 10^{-8}},\ -c,\ c\big)
-        normalized = (obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + 1e-8)
-        return np.clip(normalized, -self.clip_obs, self.clip_obs)
-
-    def scale_reward(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
+    def scale(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
         """(N,) -> (N,). Divide by the std of R_t, a running discounted sum of past rewards, not
         by the reward's std (the reference code's VecNormalize): R_t is on the scale of a
         discounted return, so the value targets lose the env's reward scale. The mean is not
@@ -331,8 +334,7 @@ class Normalizer:
         self.return_rms.update(self.discounted_return)
         self.discounted_return[done] = 0.0  # the next step starts a new episode
         scaled = reward / np.sqrt(self.return_rms.var + 1e-8)
-        return np.clip(scaled, -self.clip_reward, self.clip_reward)
-
+        return np.clip(scaled, -10.0, 10.0)  # c = 10, as in the reference code
 
 
 def train(args: Args) -> dict:
@@ -358,10 +360,8 @@ def train(args: Args) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, act_dim = envs.single_observation_space.shape[0], envs.single_action_space.shape[0]
     action_low, action_high = envs.single_action_space.low, envs.single_action_space.high
-    agent = Agent(obs_dim, act_dim, args.hidden_size).to(device)
-    normalizer = Normalizer(obs_dim, args.num_envs, args.gamma, args.clip_obs, args.clip_reward)
-    # Switched off (--no-norm-obs, an ablation), the networks see the raw observations.
-    normalize_obs = normalizer.normalize_obs if args.norm_obs else lambda obs, update=True: obs
+    agent = Agent(obs_dim, act_dim, args.hidden_size, args.norm_obs).to(device)
+    reward_scaler = RewardScaler(args.num_envs, args.gamma)
     # Adam with ε = 1e-5 instead of 1e-8 (core detail 3); `fused`: one kernel for all weights.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
@@ -378,8 +378,8 @@ def train(args: Args) -> dict:
     global_step, start_time, last_print = 0, time.time(), 0.0
     episodic_returns = []  # (step, return) of every training episode
     next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
-    next_obs_np = normalize_obs(next_obs_np).astype(np.float32)  # float32, as the networks are
-    run = Run(args, agent, writer, normalizer)  # guard rails, Ctrl-C, checkpoint (after `train`)
+    next_obs_np = agent.normalize_obs(next_obs_np).astype(np.float32)  # float32, as the networks
+    run = Run(args, agent, writer)  # guard rails, Ctrl-C, checkpoint: the tooling after `train`
     for iteration in range(1, num_iterations + 1):
         if args.anneal_lr:  # α_i = α (1 − (i − 1)/I) in iteration i of I
             frac = 1.0 - (iteration - 1.0) / num_iterations
@@ -403,16 +403,15 @@ def train(args: Args) -> dict:
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
                 run.check_env(next_obs_np, reward, infos, global_step)  # stops on NaN or inf
                 if args.norm_reward:  # the logs keep the raw rewards (infos["episode"])
-                    reward = normalizer.scale_reward(reward, terminated | truncated)
+                    reward = reward_scaler.scale(reward, terminated | truncated)
                 rewards_np[step] = reward
                 terminations_np[step], truncations_np[step] = terminated, truncated
-                next_obs_np = normalize_obs(next_obs_np).astype(np.float32)
+                next_obs_np = agent.normalize_obs(next_obs_np).astype(np.float32)
                 if truncated.any():  # bootstrap a cut episode with V of its real final observation
-                    # Normalised like every observation, without updating the statistics: the
-                    # policy never acts on it.
+                    # Normalised without updating the statistics: the policy never acts on it.
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
-                    final_obs_np = normalize_obs(final_obs_np, update=False)
+                    final_obs_np = agent.normalize_obs(final_obs_np, update=False)
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                     final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
                 for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended
@@ -526,10 +525,8 @@ def check_args(args):
            args.num_threads) < 1 or args.eval_episodes < 0:
         fail("--num-envs, --num-steps, --num-minibatches, --update-epochs, --num-threads must be "
              "positive integers, --eval-episodes >= 0")
-    if min(args.learning_rate, args.clip_coef, args.max_grad_norm, args.target_kl or 1,
-           args.clip_obs, args.clip_reward) <= 0:
-        fail("--learning-rate, --clip-coef, --max-grad-norm, --target-kl, --clip-obs, "
-             "--clip-reward must be positive")
+    if min(args.learning_rate, args.clip_coef, args.max_grad_norm, args.target_kl or 1) <= 0:
+        fail("--learning-rate, --clip-coef, --max-grad-norm, --target-kl must be positive")
     if not (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1):
         fail("--gamma and --gae-lambda must lie in [0, 1]")
     batch_size = args.num_envs * args.num_steps
@@ -542,10 +539,9 @@ def check_args(args):
         fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
     if len(env.observation_space.shape or ()) != 1:
         fail(f"{args.env_id} has observations {env.observation_space}; the script needs vectors")
-    space = env.action_space
-    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
-        fail(f"{args.env_id} has actions {space}; the script needs a flat Box (for Discrete "
-             "actions use ppo_discrete.py)")
+    if not isinstance(env.action_space, gym.spaces.Box) or len(env.action_space.shape) != 1:
+        fail(f"{args.env_id} has actions {env.action_space}; the script needs a flat Box (for "
+             "Discrete actions use ppo_discrete.py)")
     return env
 
 
@@ -557,8 +553,8 @@ class Run:
 
     stopping = False  # Ctrl-C was pressed
 
-    def __init__(self, args, agent, writer, normalizer):
-        self.args, self.agent, self.writer, self.normalizer = args, agent, writer, normalizer
+    def __init__(self, args, agent, writer):
+        self.args, self.agent, self.writer = args, agent, writer
         self.last_step, self.last_weights = 0, nn.utils.parameters_to_vector(agent.parameters())
         signal.signal(signal.SIGINT, self.ctrl_c)
 
@@ -599,11 +595,8 @@ class Run:
             global_step = self.last_step
         self.agent.cpu()  # the checkpoint and the evaluation are on the CPU
         if self.args.save_model:  # only tensors, numbers, strings: safe for torch.load
-            obs_rms = self.normalizer.obs_rms  # mean and variance: the policy's inputs need them
             torch.save({"model": self.agent.state_dict(), "args": asdict(self.args),
-                        "global_step": global_step,
-                        "obs_rms": torch.tensor(np.array([obs_rms.mean, obs_rms.var]))},
-                       f"{self.writer.log_dir}/model.pt")
+                        "global_step": global_step}, f"{self.writer.log_dir}/model.pt")
             print(f"model saved to {self.writer.log_dir}/model.pt (the weights of step "
                   f"{global_step:,})")
         self.writer.flush()  # all that a Ctrl-C during the evaluation would lose
@@ -615,7 +608,7 @@ class Run:
             raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"
         eval_returns = []
         if self.args.eval_episodes:
-            eval_returns = evaluate(self.agent, self.normalizer, self.args, self.writer.log_dir)
+            eval_returns = evaluate(self.agent, self.args, self.writer.log_dir)
         for i, episode_return in enumerate(eval_returns):
             self.writer.add_scalar("eval/episodic_return", episode_return, i)
         self.writer.close()
@@ -623,11 +616,10 @@ class Run:
                 "episodic_returns": episodic_returns, "eval_returns": eval_returns}
 
 
-def evaluate(agent, normalizer, args, folder):
+def evaluate(agent, args, folder):
     """Play --eval-episodes episodes, each cut at 10,000 steps at most and filmed into
     <folder>/videos with --capture-video; print and return their returns. The action is the
-    mean μ_θ(s), clipped to the bounds, of the observation normalised with the frozen training
-    statistics."""
+    mean μ_θ(s), clipped to the bounds."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
     env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
     if args.capture_video:
@@ -638,7 +630,7 @@ def evaluate(agent, normalizer, args, folder):
         obs, _ = env.reset(seed=seed if episode == 0 else None)  # the first seed fixes them all
         done = False
         while not done:
-            x = normalizer.normalize_obs(obs, update=False) if args.norm_obs else obs  # (obs_dim,)
+            x = agent.normalize_obs(obs, update=False)  # (obs_dim,), with the frozen statistics
             mean = agent.actor(torch.as_tensor(x, dtype=torch.float32)).detach().numpy()
             obs, _, terminated, truncated, _ = env.step(
                 np.clip(mean, env.action_space.low, env.action_space.high))
@@ -660,13 +652,11 @@ def main():
         args = tyro.cli(Args, default=Args(**checkpoint["args"]))
         env = check_args(args)
         obs_dim = env.observation_space.shape[0]
-        agent = Agent(obs_dim, env.action_space.shape[0], args.hidden_size)
-        agent.load_state_dict(checkpoint["model"])
-        normalizer = Normalizer(obs_dim, 1, args.gamma, args.clip_obs, args.clip_reward)
-        normalizer.obs_rms.mean, normalizer.obs_rms.var = checkpoint["obs_rms"].numpy()
+        agent = Agent(obs_dim, env.action_space.shape[0], args.hidden_size, args.norm_obs)
+        agent.load_state_dict(checkpoint["model"])  # the weights and the observation statistics
     except (OSError, TypeError, RuntimeError) as error:
         fail(f"cannot evaluate {args.eval_checkpoint}: {' '.join(str(error).split())}")
-    return evaluate(agent, normalizer, args, os.path.dirname(args.eval_checkpoint))
+    return evaluate(agent, args, os.path.dirname(args.eval_checkpoint))
 
 
 if __name__ == "__main__":

@@ -18,11 +18,11 @@ when the policy moved too far all the same. Actor and critic share one loss (wit
 bonus and a clipped value term) and one Adam, whose step size decays linearly from α to α/I
 over the I iterations; the gradient's norm is clipped to `--max-grad-norm`; the critic's target
 is the λ-return instead of λ = 1; advantages are normalised per minibatch instead of per batch.
-Discrete actions only (ppo_continuous.py takes Box actions); the defaults are CleanRL's (4 envs
-× 128 steps, α 2.5e-4, λ 0.95, 500k steps).
+Discrete actions only (ppo_continuous.py takes Box actions); the defaults are those of CleanRL's
+`ppo.py` (4 envs × 128 steps, α 2.5e-4, λ 0.95, 500k steps).
 
-Defaults follow CleanRL's `ppo.py` and "The 37 implementation details of PPO" (Huang et al.
-2022), cited as "core detail N" from its list of 13 core details.
+Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022): "core detail
+N" from its list of 13 core details.
 Deliberate differences, each explained where it happens: a time-limit truncation is
 bootstrapped with the value of the real final observation (Pardo et al. 2018;
 `--no-bootstrap-truncation` does as CleanRL does, and benchmarks/ABLATIONS.md measures the
@@ -136,7 +136,8 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
     # Orthogonal weights scaled by `std`, zero biases (core detail 2). √2 for the hidden layers is
     # the convention of PPO's reference code (it is the gain for ReLU; tanh's would be 5/3);
-    # 0.01 for the policy head, so the first policy is close to uniform; 1 for V.
+    # 0.01 for the policy head, so that its first outputs are near 0 (a near-uniform softmax,
+    # a mean action near 0); 1 for V.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer

@@ -101,7 +101,8 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
     # Orthogonal weights scaled by `std`, zero biases, as in the PPO scripts. √2 for the hidden
     # layers is the convention of PPO's reference code (it is the gain for ReLU; tanh's would be
-    # 5/3); 0.01 for the policy head, so the first policy is close to uniform (or zero-mean).
+    # 5/3); 0.01 for the policy head, so that its first outputs are near 0 (a near-uniform
+    # softmax, a mean action near 0).
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -175,7 +176,7 @@ def compute_returns(rewards, dones, gamma: float):
         G_t = r_t + γ (1 − done_t) G_{t+1}   =   Σ_{l ≥ 0, within the episode} γ^l r_{t+l}
 
     Only rewards from t on appear: an action cannot change the rewards that came before it, so
-    dropping them leaves the gradient's expectation unchanged and lowers its variance.
+    dropping them leaves the gradient's expectation unchanged and usually lowers its variance.
     """
     returns = torch.zeros_like(rewards)
     next_return = torch.zeros(())  # G_{t+1}

@@ -116,8 +116,8 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
     # Orthogonal weights scaled by `std`, zero biases, as in the PPO scripts. √2 for the hidden
     # layers is the convention of PPO's reference code (it is the gain for ReLU; tanh's would be
-    # 5/3); 0.01 for the policy head, so the first policy is close to uniform (or zero-mean);
-    # 1 for V.
+    # 5/3); 0.01 for the policy head, so that its first outputs are near 0 (a near-uniform
+    # softmax, a mean action near 0); 1 for V.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -200,7 +200,7 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
     limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
     2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
     ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N), with returns = A + V; with λ = 1 they are the discounted rewards-to-go.
+    (T, N), with returns = A + V; with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
     """
     # Every δ_t at once; only the recursion over A needs a loop (run backwards in time).
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values

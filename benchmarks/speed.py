@@ -145,17 +145,18 @@ def worker_floor_ours(task: dict) -> dict:
     space = envs.action_space
     space.seed(0)
     actions = [space.sample() for _ in range(256)]
-    normalizer = getattr(script, "Normalizer", None)
-    if normalizer is not None:
-        normalizer = normalizer(obs.shape[1], num_envs, 0.99, 10.0, 10.0)
-        normalizer.normalize_obs(obs)
+    scaler = getattr(script, "RewardScaler", None)
+    if scaler is not None:  # the script's observation statistics and reward scale
+        agent = script.Agent(obs.shape[1], envs.single_action_space.shape[0])
+        scaler = scaler(num_envs, 0.99)
+        agent.normalize_obs(obs)
     calls = task["floor_steps"] // num_envs
     start = time.perf_counter()
     for i in range(calls):
         obs, reward, terminated, truncated, _ = envs.step(actions[i % 256])
-        if normalizer is not None:
-            normalizer.normalize_obs(obs)
-            normalizer.scale_reward(reward, terminated | truncated)
+        if scaler is not None:
+            agent.normalize_obs(obs)
+            scaler.scale(reward, terminated | truncated)
     return {"sps": calls * num_envs / (time.perf_counter() - start)}
 
 
@@ -296,7 +297,7 @@ def write_report(results: dict, path: Path) -> None:
     for task_name, task_results in results["tasks"].items():
         floors = task_results["floor"]
         lines.append(f"- {TASKS[task_name]['env_id']}: ours {floors['ours']:,.0f} (the script's `make_vec_env`"
-                     + (" and `Normalizer`" if TASKS[task_name]["sb3"]["normalize"] else "")
+                     + (" and its normalisation" if TASKS[task_name]["sb3"]["normalize"] else "")
                      + f"), SB3 {floors['sb3']:,.0f} (`make_vec_env`"
                      + (" + `VecNormalize`" if TASKS[task_name]["sb3"]["normalize"] else "") + ")")
     lines += ["", "## Where our time goes", "",

@@ -48,7 +48,7 @@ ORDER = list(SCRIPTS)
 STEPS = list(itertools.pairwise(ORDER))  # (from, to): the step pages
 # The definitions that make up the algorithm; a step page shows their differences first.
 ALGORITHM = ["layer_init", "mlp", "Agent", "compute_returns", "compute_gae", "reinforce_loss", "vpg_loss",
-             "value_loss", "ppo_loss", "RunningMeanStd", "Normalizer", "train"]
+             "value_loss", "ppo_loss", "RunningMeanStd", "RewardScaler", "train"]
 # A definition of the newer file that takes the place of one of the older file, for the step pages.
 REPLACES = {"compute_gae": "compute_returns", "vpg_loss": "reinforce_loss", "ppo_loss": "vpg_loss"}
 MATH = re.compile(r"^# math: (.*)$")
@@ -419,7 +419,7 @@ def diff_html(old: tuple[int, list[str]], new: tuple[int, list[str]], old_hl: li
 # The order in which a step page shows the algorithm's changed definitions: the new objective
 # first, then what feeds it, then the networks and the loop that use them.
 ALGORITHM_FIRST = ["reinforce_loss", "vpg_loss", "ppo_loss", "value_loss", "compute_returns", "compute_gae",
-                   "RunningMeanStd", "Normalizer", "Agent", "train", "mlp", "layer_init"]
+                   "RunningMeanStd", "RewardScaler", "Agent", "train", "mlp", "layer_init"]
 
 
 def step_page(old_name: str, new_name: str) -> str:

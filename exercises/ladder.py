@@ -46,7 +46,7 @@ LADDER = [
               Part("ppo_continuous", "Agent.get_action_and_value")],
              "independent dimensions: log-probs and entropies are sums over the last axis"),
     Exercise(8, "running normalisation of observations and rewards",
-             [Part("ppo_continuous", "RunningMeanStd.update"), Part("ppo_continuous", "Normalizer.normalize_obs"),
-              Part("ppo_continuous", "Normalizer.scale_reward")],
+             [Part("ppo_continuous", "RunningMeanStd.update"), Part("ppo_continuous", "Agent.normalize_obs"),
+              Part("ppo_continuous", "RewardScaler.scale")],
              "merge each batch's mean and variance with its count; scale r by the std of γR + r"),
 ]

@@ -15,7 +15,7 @@ PATHS = [name + ".py" for name in SCRIPTS]
 # Phrases of --help that show the algorithm's own flags are explained, with their paper symbols.
 HELP_PHRASES = {
     "ppo_discrete.py": ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "Adam step size α", "minibatches per epoch"],
-    "ppo_continuous.py": ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "normalised observations are clipped"],
+    "ppo_continuous.py": ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "normalise observations"],
     "vpg.py": ["discount factor γ", "GAE λ", "Adam step size α of the policy", "steps on the critic"],
     "reinforce.py": ["discount factor γ", "Adam step size α of the policy", "complete episodes"],
 }

@@ -64,11 +64,11 @@ def test_running_mean_std_matches_numpy_over_batches(module=ppo):
 
 
 def test_reward_scale_is_std_of_discounted_return_reset_at_episode_end(module=ppo):
-    normalizer = module.Normalizer(obs_dim=1, num_envs=1, gamma=0.5, clip_obs=10, clip_reward=10)
+    scaler = module.RewardScaler(num_envs=1, gamma=0.5)
     rewards, dones = [1.0, 1.0, 1.0, 1.0], [False, True, False, False]
     discounted = []
     for r, d in zip(rewards, dones, strict=True):
-        scaled = normalizer.scale_reward(np.array([r]), np.array([d]))
+        scaled = scaler.scale(np.array([r]), np.array([d]))
         discounted.append(1.0 if not discounted or dones[len(discounted) - 1] else 0.5 * discounted[-1] + 1.0)
         # the pooled variance of every R so far and the prior (mean 0, var 1, weight 1e-4)
         x, n = np.array(discounted), len(discounted) + 1e-4
@@ -79,12 +79,13 @@ def test_reward_scale_is_std_of_discounted_return_reset_at_episode_end(module=pp
 
 
 def test_observation_normalisation_and_clip(module=ppo):
-    normalizer = module.Normalizer(obs_dim=2, num_envs=2, gamma=0.99, clip_obs=1.5, clip_reward=10)
-    out = normalizer.normalize_obs(np.array([[0.0, 10.0], [2.0, 30.0]]))  # mean (1, 20), std (1, 10)
+    agent = module.Agent(obs_dim=2, act_dim=1)
+    out = agent.normalize_obs(np.array([[0.0, 10.0], [2.0, 30.0]]))  # mean (1, 20), std (1, 10)
     np.testing.assert_allclose(out, [[-1.0, -1.0], [1.0, 1.0]], rtol=1e-3)
-    frozen = normalizer.normalize_obs(np.array([[100.0, 20.0]]), update=False)
-    np.testing.assert_allclose(frozen, [[1.5, 0.0]], atol=1e-3)  # clipped to ±1.5
-    np.testing.assert_allclose(normalizer.obs_rms.mean, [1.0, 20.0], rtol=1e-3)  # unchanged when frozen
+    frozen = agent.normalize_obs(np.array([[100.0, 20.0]]), update=False)
+    np.testing.assert_allclose(frozen, [[10.0, 0.0]], atol=1e-3)  # 99 clipped to 10
+    np.testing.assert_allclose(agent.obs_rms.mean, [1.0, 20.0], rtol=1e-3)  # unchanged when frozen
+    assert np.array_equal(module.Agent(2, 1, norm_obs=False).normalize_obs(out), out)  # --no-norm-obs
 
 
 def test_stored_action_is_the_unclipped_sample(monkeypatch, log_dir):
@@ -123,7 +124,7 @@ def record_first_rollout(monkeypatch, log_dir, **overrides) -> dict:
     saw without updating, and, under the critic of that rollout, V of each normalised final
     observation and V of the raw final observation (L, 1)."""
     seen = {"acted_on": [], "raw": [], "agents": [], "final_obs": []}
-    real_make_vec_env, real_gae, real_obs = ppo.make_vec_env, ppo.compute_gae, ppo.Normalizer.normalize_obs
+    real_make_vec_env, real_gae, real_obs = ppo.make_vec_env, ppo.compute_gae, ppo.Agent.normalize_obs
 
     class RecordingAgent(ppo.Agent):
         def __init__(self, *a):
@@ -161,7 +162,7 @@ def record_first_rollout(monkeypatch, log_dir, **overrides) -> dict:
 
     monkeypatch.setattr(ppo, "Agent", RecordingAgent)
     monkeypatch.setattr(ppo, "make_vec_env", recording_make_vec_env)
-    monkeypatch.setattr(ppo.Normalizer, "normalize_obs", recording_obs)
+    monkeypatch.setattr(ppo.Agent, "normalize_obs", recording_obs)
     monkeypatch.setattr(ppo, "compute_gae", spy_gae)
     ppo.train(short_args(ppo, log_dir, env_id="TickContinuous-v0", num_envs=2, num_steps=12, num_minibatches=2,
                          total_timesteps=24, **overrides))
@@ -192,9 +193,7 @@ def test_no_norm_obs_gives_the_networks_raw_observations_and_changes_nothing_els
     """--no-norm-obs (an ablation): the policy acts on, and the critic bootstraps from, the raw
     observations; the rewards are scaled as by default."""
     default = record_first_rollout(monkeypatch, log_dir)
-    # clip_obs 2 < the clock's 5: an observation normalised anywhere, even with the untouched
-    # statistics (mean 0, variance 1), would be clipped and so seen.
-    raw = record_first_rollout(monkeypatch, log_dir, norm_obs=False, clip_obs=2.0)
+    raw = record_first_rollout(monkeypatch, log_dir, norm_obs=False)
     assert torch.equal(raw["acted_on"], raw["raw"])
     assert not torch.allclose(default["acted_on"], default["raw"])  # the default normalises them
     cut = raw["truncations"].bool()
@@ -220,7 +219,7 @@ def test_no_norm_obs_checkpoint_is_evaluated_on_raw_observations(log_dir, capsys
     after_training = capsys.readouterr().out.strip().splitlines()[-1]
     path = os.path.join(result["run_dir"], "model.pt")
     checkpoint = torch.load(path, weights_only=True)  # statistics that would change every action
-    checkpoint["obs_rms"][0] += 5.0
+    checkpoint["model"]["_extra_state"][0] += 5.0
     torch.save(checkpoint, path)
     evaluate_checkpoint(ppo, path)
     assert capsys.readouterr().out.strip().splitlines()[-1] == after_training
@@ -229,18 +228,16 @@ def test_no_norm_obs_checkpoint_is_evaluated_on_raw_observations(log_dir, capsys
 def test_checkpoint_restores_policy_and_normalisation(log_dir, monkeypatch):
     """A loaded checkpoint acts exactly as the trained agent did, normalisation included, and a
     user can evaluate it from the command line, with video."""
-    normalizers, real = [], ppo.Normalizer
-    monkeypatch.setattr(ppo, "Normalizer", lambda *a: normalizers.append(real(*a)) or normalizers[-1])
     result = ppo.train(short_args(ppo, log_dir, save_model=True, eval_episodes=2))
     path = os.path.join(result["run_dir"], "model.pt")
     checkpoint = torch.load(path, weights_only=True)
-    live = normalizers[0].obs_rms
+    live = result["agent"].obs_rms
     assert checkpoint["args"]["env_id"] == "Pendulum-v1" and live.count > 2048
-    assert np.array_equal(checkpoint["obs_rms"].numpy(), np.array([live.mean, live.var]))
+    assert np.array_equal(checkpoint["model"]["_extra_state"].numpy(), np.array([live.mean, live.var]))
     # the evaluation from the checkpoint repeats the one after training, which a change of the
     # saved statistics would change
     assert evaluate_checkpoint(ppo, path) == result["eval_returns"]
-    checkpoint["obs_rms"][0] += 1.0
+    checkpoint["model"]["_extra_state"][0] += 1.0
     torch.save(checkpoint, path)
     assert evaluate_checkpoint(ppo, path) != result["eval_returns"]
     cli = run_script("ppo_continuous.py", "--eval-checkpoint", path, "--eval-episodes", "1", "--capture-video")
