@@ -117,11 +117,12 @@ SHORT_RUNS = {
     "ppo_continuous": dict(env_id="Pendulum-v1", num_steps=512, num_minibatches=8, update_epochs=2,
                            total_timesteps=2048, eval_episodes=0),
     "vpg": dict(env_id="CartPole-v1", num_steps=256, vf_iters=5, total_timesteps=4096, eval_episodes=0),
+    "trpo": dict(env_id="CartPole-v1", num_steps=256, vf_iters=5, total_timesteps=4096, eval_episodes=0),
     "reinforce": dict(env_id="CartPole-v1", batch_size=1000, total_timesteps=4096, eval_episodes=0),
 }
 SCRIPTS = sorted(SHORT_RUNS)  # module names
 PPO_SCRIPTS = ["ppo_continuous", "ppo_discrete"]
-GAE_SCRIPTS = ["ppo_continuous", "ppo_discrete", "vpg"]  # the scripts with a critic and GAE
+GAE_SCRIPTS = ["ppo_continuous", "ppo_discrete", "trpo", "vpg"]  # the scripts with a critic and GAE
 
 
 def _module(name: str):

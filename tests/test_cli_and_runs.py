@@ -17,6 +17,7 @@ HELP_PHRASES = {
     "ppo_discrete.py": ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "Adam step size α", "minibatches per epoch"],
     "ppo_continuous.py": ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "normalise observations"],
     "vpg.py": ["discount factor γ", "GAE λ", "Adam step size α of the policy", "steps on the critic"],
+    "trpo.py": ["discount factor γ", "GAE λ", "δ, the trust region", "conjugate-gradient iterations"],
     "reinforce.py": ["discount factor γ", "Adam step size α of the policy", "complete episodes"],
 }
 
@@ -64,11 +65,15 @@ OWN_BAD_INPUT = [
     ("ppo_discrete.py", ["--num-minibatches", "7"], "must split into --num-minibatches 7"),
     ("ppo_continuous.py", ["--num-minibatches", "7"], "must split into --num-minibatches 7"),
     ("vpg.py", ["--vf-iters", "0"], "--vf-iters"),
+    ("trpo.py", ["--cg-damping", "0"], "--cg-damping"),
+    ("trpo.py", ["--max-kl", "-0.01"], "--max-kl"),
     ("reinforce.py", ["--batch-size", "0"], "--batch-size"),
 ] + [(p, ["--env-id", "FrozenLake-v1"], "the script needs vectors") for p in PATHS if p != "ppo_continuous.py"]
 
 
-@pytest.mark.parametrize("path,flags,message", [(p, f, m) for p in PATHS for f, m in BAD_INPUT] + OWN_BAD_INPUT)
+# (trpo.py has no --learning-rate: δ takes its place)
+@pytest.mark.parametrize("path,flags,message", [(p, f, m) for p in PATHS for f, m in BAD_INPUT
+                                                if (p, f[0]) != ("trpo.py", "--learning-rate")] + OWN_BAD_INPUT)
 def test_bad_input_fails_fast_with_one_line(path, flags, message, tmp_path):
     result = run_script(path, *flags, "--log-dir", str(tmp_path), timeout=60)
     assert result.returncode != 0
@@ -90,8 +95,11 @@ def test_same_seed_same_run_other_seed_other_run(script, log_dir):
 
 PPO_TAGS = {"charts/learning_rate", "losses/value_loss", "losses/old_approx_kl", "losses/clipfrac",
             "losses/explained_variance"}
-OWN_TAGS = {"ppo_discrete": PPO_TAGS, "ppo_continuous": PPO_TAGS,
-            "vpg": {"losses/value_loss", "losses/explained_variance"}, "reinforce": {"charts/batch_fraction"}}
+OWN_TAGS = {"ppo_discrete": PPO_TAGS | {"losses/policy_loss"}, "ppo_continuous": PPO_TAGS | {"losses/policy_loss"},
+            "vpg": {"losses/policy_loss", "losses/value_loss", "losses/explained_variance"},
+            "reinforce": {"losses/policy_loss", "charts/batch_fraction"},
+            "trpo": {"losses/kl", "losses/backtracks", "losses/value_loss",
+                     "losses/explained_variance"}}
 
 
 def test_tensorboard_logs_every_tag(script, log_dir):
@@ -101,12 +109,12 @@ def test_tensorboard_logs_every_tag(script, log_dir):
     result = script.train(args)
     events = EventAccumulator(result["run_dir"])
     events.Reload()
-    expected = {"charts/episodic_return", "charts/episodic_length", "charts/SPS", "losses/policy_loss",
+    expected = {"charts/episodic_return", "charts/episodic_length", "charts/SPS",
                 "losses/entropy", "losses/approx_kl", "eval/episodic_return"} | OWN_TAGS[script.__name__]
     assert expected <= set(events.Tags()["scalars"])
     if script.__name__ != "reinforce":  # its batches are whole episodes, so their number varies
         updates = args.total_timesteps // (args.num_envs * args.num_steps)
-        assert len(events.Scalars("losses/policy_loss")) == updates  # one mean per update
+        assert len(events.Scalars("losses/approx_kl")) == updates  # one value per update
     assert "hyperparameters/text_summary" in events.Tags()["tensors"]
 
 

@@ -25,6 +25,7 @@ import torch
 import ppo_continuous
 import ppo_discrete
 import reinforce
+import trpo
 import vpg
 
 N_STATES, N_ACTIONS = 4, 2
@@ -145,6 +146,8 @@ def tabular_estimate(module, agent, batch, V, gae_lambda=None, leak=False, throu
         advantages = advantages[:, 0]
         if hasattr(module, "vpg_loss"):
             loss = module.vpg_loss(logprob, advantages)
+        elif hasattr(module, "surrogate"):  # TRPO's g, the gradient of L(θ) at θ = θ_old
+            loss = -module.surrogate(logprob, logprob.detach(), advantages)
         else:  # the clipped surrogate at its first minibatch step, where π_θ = π_θ_old: ratio 1
             zeros = torch.zeros_like(logprob)
             loss, _ = module.ppo_loss(logprob, logprob.detach(), advantages, zeros, zeros, zeros, zeros,
@@ -169,10 +172,11 @@ def tabular_check(module, **kwargs):
 
 # Advantage normalisation, which the scripts apply in training, is left out here: it rescales
 # each batch by a random factor, so only the direction would survive, and it is tested elsewhere.
-CASES = [(reinforce, {}), (vpg, {"gae_lambda": 1.0}), (vpg, {"gae_lambda": 0.8}), (ppo_discrete, {"gae_lambda": 0.95})]
+CASES = [(reinforce, {}), (vpg, {"gae_lambda": 1.0}), (vpg, {"gae_lambda": 0.8}), (trpo, {"gae_lambda": 0.97}),
+         (ppo_discrete, {"gae_lambda": 0.95})]
 
 
-@pytest.mark.parametrize("module,kwargs", CASES, ids=["reinforce", "vpg-lambda1", "vpg-lambda0.8", "ppo_discrete"])
+@pytest.mark.parametrize("module,kwargs", CASES, ids=["reinforce", "vpg-lambda1", "vpg-lambda0.8", "trpo", "ppo_discrete"])
 def test_loss_gradient_is_the_policy_gradient(module, kwargs):
     ok, detail = tabular_check(module, **kwargs)
     assert ok, detail
@@ -216,6 +220,8 @@ def gaussian_check(module, average_over_dims=False):
             loss = module.reinforce_loss(logprob, rewards)
         elif hasattr(module, "vpg_loss"):
             loss = module.vpg_loss(logprob, rewards - baseline)
+        elif hasattr(module, "surrogate"):
+            loss = -module.surrogate(logprob, logprob.detach(), rewards - baseline)
         else:
             zeros = torch.zeros(n)
             loss, _ = module.ppo_loss(logprob, logprob.detach(), rewards - baseline, zeros, zeros, zeros, zeros,
@@ -224,7 +230,7 @@ def gaussian_check(module, average_over_dims=False):
     return matches(estimates, exact)
 
 
-@pytest.mark.parametrize("module", [reinforce, vpg, ppo_continuous])
+@pytest.mark.parametrize("module", [reinforce, vpg, trpo, ppo_continuous])
 def test_gaussian_loss_gradient_is_the_policy_gradient(module):
     ok, detail = gaussian_check(module)
     assert ok, detail

@@ -21,7 +21,7 @@ from conftest import PPO_SCRIPTS, SCRIPTS, _module, evaluate_checkpoint, short_a
 
 # The kind of actions of the broken env each script is tried on.
 BROKEN_ENV_KIND = {"ppo_discrete": "Discrete", "ppo_continuous": "Continuous", "vpg": "Discrete",
-                   "reinforce": "Discrete"}
+                   "reinforce": "Discrete", "trpo": "Continuous"}
 
 
 def stopped_run(module, log_dir, **overrides) -> tuple[str, str]:
@@ -69,8 +69,8 @@ def test_a_non_finite_env_output_stops_the_run_with_one_line(name, broken, log_d
     assert_finite_checkpoint_and_flushed_logs(run_dir)
     # The checkpoint records the step of the weights it holds: those of the last update.
     logged_updates = events(run_dir)
-    updates = "losses/policy_loss" in logged_updates.Tags()["scalars"]  # none before the first update
-    steps = [e.step for e in logged_updates.Scalars("losses/policy_loss")] if updates else [0]
+    updates = "losses/approx_kl" in logged_updates.Tags()["scalars"]  # none before the first update
+    steps = [e.step for e in logged_updates.Scalars("losses/approx_kl")] if updates else [0]
     assert torch.load(pathlib.Path(run_dir) / "model.pt", weights_only=True)["global_step"] == steps[-1]
 
 
@@ -86,6 +86,7 @@ DIVERGING = {  # a setup that makes each script's update non-finite in its first
     "ppo_continuous": dict(env_id="Pendulum-v1", learning_rate=50.0, max_grad_norm=1000.0),
     "ppo_discrete": dict(env_id="HugeRewardDiscrete-v0"),
     "vpg": dict(env_id="HugeRewardDiscrete-v0"),
+    "trpo": dict(env_id="HugeRewardDiscrete-v0"),
     "reinforce": dict(env_id="HugeRewardDiscrete-v0"),
 }
 

@@ -20,10 +20,12 @@ from conftest import ROOT, SCRIPTS, evaluate_checkpoint, run_script, short_args
 TESTS = os.path.dirname(os.path.abspath(__file__))
 # Each script on the env of its action space: the discrete-only PPO on the grid, the others on
 # the Box point (reinforce and vpg handle both; the grid is tried with them further down).
-ENV = {"ppo_discrete": "PointGrid-v0", "ppo_continuous": "Point-v0", "vpg": "Point-v0", "reinforce": "Point-v0"}
+ENV = {"ppo_discrete": "PointGrid-v0", "ppo_continuous": "Point-v0", "vpg": "Point-v0", "trpo": "Point-v0",
+       "reinforce": "Point-v0"}
 FLAGS = {"ppo_discrete": ["--num-steps", "256", "--total-timesteps", "1024"],
          "ppo_continuous": ["--num-steps", "256", "--num-minibatches", "4", "--total-timesteps", "1024"],
          "vpg": ["--num-steps", "256", "--total-timesteps", "1024"],
+         "trpo": ["--num-steps", "256", "--total-timesteps", "1024"],
          "reinforce": ["--batch-size", "500", "--total-timesteps", "1000"]}
 
 
@@ -135,7 +137,8 @@ def test_eval_seed_given_at_training_is_saved_and_reused(script, log_dir, capsys
 
 # An env of the same spaces (a variant), and one whose spaces do not fit, for each script's own env.
 VARIANTS = {"ppo_discrete": ("Acrobot-v1", "MountainCar-v0"), "ppo_continuous": ("Pendulum-v1", "MountainCarContinuous-v0"),
-            "vpg": ("Acrobot-v1", "MountainCar-v0"), "reinforce": ("Acrobot-v1", "MountainCar-v0")}
+            "vpg": ("Acrobot-v1", "MountainCar-v0"), "trpo": ("Acrobot-v1", "MountainCar-v0"),
+            "reinforce": ("Acrobot-v1", "MountainCar-v0")}
 
 
 def test_env_id_given_with_eval_checkpoint_is_evaluated_on_or_refused(script, log_dir, capsys):
@@ -158,7 +161,7 @@ def test_env_id_given_with_eval_checkpoint_is_evaluated_on_or_refused(script, lo
     assert "\n" not in refused.value.code
 
 
-@pytest.mark.parametrize("name", ["ppo_discrete", "ppo_continuous", "vpg"])
+@pytest.mark.parametrize("name", ["ppo_discrete", "ppo_continuous", "vpg", "trpo"])
 def test_an_env_without_time_limit_trains_and_its_evaluation_ends(name, log_dir):
     module = __import__(name)
     env_id = "PointGridEndless-v0" if name == "ppo_discrete" else "PointEndless-v0"
@@ -215,7 +218,7 @@ def test_ctrl_c_during_the_evaluation_exits_cleanly(name, tmp_path):
     assert any(f.name.startswith("events.out.tfevents") and f.stat().st_size > 0 for f in run_dir.iterdir())
 
 
-@pytest.mark.parametrize("name", ["ppo_discrete", "vpg", "reinforce"])
+@pytest.mark.parametrize("name", ["ppo_discrete", "vpg", "trpo", "reinforce"])
 def test_discrete_actions_from_a_start_other_than_0_are_refused_then_work_wrapped(name, log_dir, monkeypatch):
     """Discrete(4, start=1): refused in one line that gives the wrapper; with that wrapper in
     `make_env`, as the line says, the run trains and evaluates."""
