@@ -31,11 +31,12 @@ the second-order step becomes first-order Adam steps, and one step per batch bec
 of minibatch steps on the same batch.
 
 Defaults follow Spinning Up's TRPO (its TensorFlow 1 code), which keeps its VPG's batch and
-critic (4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99, λ 0.97): δ = 0.01 and 10
-conjugate-gradient iterations (as in Schulman et al. 2015), damping 0.1 and at most 10
-backtracks by 0.8 (as in SB3-contrib's TRPO). Lines starting with `# math:` hold the LaTeX of
-the equation the code below computes. The training algorithm ends with `train`; the tooling
-after it (input checks, evaluation, checkpoints) can be skipped on a first reading.
+critic (4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99, λ 0.97): δ = 0.01 and
+damping 0.1 (flags), and in `trpo_step` 10 conjugate-gradient iterations (as in Schulman et al.
+2015) and at most 10 backtracks by 0.8 (as in SB3-contrib's TRPO too). Lines starting with
+`# math:` hold the LaTeX of the equation the code below computes. The training algorithm ends
+with `train`; the tooling after it (input checks, evaluation, checkpoints) can be skipped on a
+first reading.
 """
 
 import copy
@@ -67,8 +68,6 @@ class Args:
     """environment steps to train for, summed over all envs"""
     max_kl: float = 0.01
     """δ, the trust region: the largest mean KL[π_old ‖ π_θ] one update may reach"""
-    cg_iters: int = 10
-    """conjugate-gradient iterations for x ≈ H⁻¹g (Schulman et al. 2015)"""
     cg_damping: float = 0.1
     """c > 0, added to the Fisher matrix as H + cI so that conjugate gradient stays stable"""
     vf_learning_rate: float = 1e-3
@@ -242,11 +241,12 @@ def surrogate(logprob, old_logprob, advantages):
 
 def mean_kl(agent, obs, old):
     """The mean over a batch of states (B, obs_dim) of KL[π_old(·|s) ‖ π_θ(·|s)], in closed form;
-    a scalar, 0 at θ = θ_old. `old` is a copy of the agent at θ_old, held fixed."""
+    a scalar, 0 at θ = θ_old. `old` is a copy of the agent at θ_old; its weights never change,
+    and gradients are taken with respect to the agent's alone."""
     # The actor's outputs: the means μ(s) of the Gaussians or the logits z of the Categoricals
-    out, old_out = agent.actor(obs), old.actor(obs).detach()
+    out, old_out = agent.actor(obs), old.actor(obs)
     if agent.continuous:
-        logstd, old_logstd = agent.actor_logstd, old.actor_logstd.detach()
+        logstd, old_logstd = agent.actor_logstd, old.actor_logstd
         # Per action dimension j (the dimensions are independent, so the KLs add up):
         # math: \mathrm{KL}_j = \log\sigma_j - \log\sigma_{old,j}
         # math: \qquad + (\sigma_{old,j}^2 + (\mu_{old,j} - \mu_j)^2) / (2\sigma_j^2) - \tfrac12
@@ -264,17 +264,17 @@ def flat_grad(output, params, **kwargs):
     return nn.utils.parameters_to_vector(torch.autograd.grad(output, params, **kwargs))
 
 
-def fisher_vector_product(agent, obs, old, params, damping):
-    """The function v ↦ (H + cI)·v, with H the (n, n) Hessian of the mean KL at θ_old = `old`,
-    never formed.
+def fisher_vector_product(kl, params, damping):
+    """The function v ↦ (H + cI)·v, with H the (n, n) Hessian of the scalar `kl` with respect to
+    θ = `params` (n weights in all), never formed.
 
     ∇_θ KL is taken with create_graph=True so that it can be differentiated again: the gradient
-    of the scalar ∇KL·v is H·v (double backprop, Schulman et al. 2015, appendix C). At θ_old
-    this Hessian is the Fisher information matrix of π_θ, averaged over the states. The damping
-    c keeps H + cI well conditioned for conjugate gradient: H, estimated from one batch, can be
-    near singular.
+    of the scalar ∇KL·v is H·v (double backprop, Schulman et al. 2015, appendix C). For the mean
+    KL at θ_old this Hessian is the Fisher information matrix of π_θ, averaged over the states.
+    The damping c keeps H + cI well conditioned for conjugate gradient: H, estimated from one
+    batch, can be near singular.
     """
-    kl_grad = flat_grad(mean_kl(agent, obs, old), params, create_graph=True)  # (n,), 0 at θ_old
+    kl_grad = flat_grad(kl, params, create_graph=True)  # (n,), 0 at θ_old
     # math: H v = \nabla_\theta \big( (\nabla_\theta \overline{\mathrm{KL}})^\top v \big)
     return lambda v: flat_grad(kl_grad @ v, params, retain_graph=True) + damping * v
 
@@ -298,13 +298,14 @@ def conjugate_gradient(matrix_vector_product, b, iters):
     return x
 
 
+@torch.no_grad()  # the line search only measures
 def line_search(params, full_step, acceptable, backtrack_coef, backtrack_iters):
     """Try θ = θ_old + β^k · full_step for k = 0, 1, ..., backtrack_iters − 1 (β =
     backtrack_coef) and keep the first θ that `acceptable()` accepts; if none, θ stays θ_old.
     Returns k, or backtrack_iters if no step was taken. The step was sized on models of the KL
     and of L (quadratic and linear), which far from θ_old can be wrong: the line search
     measures both instead."""
-    old_params = nn.utils.parameters_to_vector(params).detach()
+    old_params = nn.utils.parameters_to_vector(params)
     for k in range(backtrack_iters):
         nn.utils.vector_to_parameters(old_params + backtrack_coef**k * full_step, params)
         if acceptable():
@@ -326,17 +327,17 @@ def trpo_step(agent, params, obs, actions, advantages, args):
     old = copy.deepcopy(agent)  # π_θ_old, fixed for this update
     objective = surrogate(logprob, old_logprob, advantages)  # L(θ_old)
     g = flat_grad(objective, params)  # (n,): vpg.py's policy gradient
-    fvp = fisher_vector_product(agent, obs, old, params, args.cg_damping)  # v ↦ (H + cI)·v
-    x = conjugate_gradient(fvp, g, args.cg_iters)  # x ≈ H⁻¹g, the natural gradient
+    fvp = fisher_vector_product(mean_kl(agent, obs, old), params, args.cg_damping)  # v ↦ (H+cI)v
+    # x ≈ H⁻¹g, the natural gradient: 10 iterations, as in Schulman et al. (2015)
+    x = conjugate_gradient(fvp, g, 10)
     # The longest step along x that the quadratic model of the KL keeps inside the region:
     # math: \tfrac12 (\beta x)^\top H (\beta x) = \delta \iff \beta = \sqrt{2\delta / x^\top H x}
     full_step = (2 * args.max_kl / (x @ fvp(x))) ** 0.5 * x
 
     def acceptable():  # at the current θ: inside the trust region, and L rose
-        with torch.no_grad():
-            new_logprob = agent.get_action_and_value(obs, actions)[1]
-            return (mean_kl(agent, obs, old) <= args.max_kl
-                    and surrogate(new_logprob, old_logprob, advantages) > objective)
+        new_logprob = agent.get_action_and_value(obs, actions)[1]
+        return (mean_kl(agent, obs, old) <= args.max_kl
+                and surrogate(new_logprob, old_logprob, advantages) > objective)
 
     # At most 10 backtracks by 0.8, as in SB3-contrib's TRPO and Spinning Up's.
     backtracks = line_search(params, full_step, acceptable, 0.8, 10)
@@ -512,10 +513,10 @@ def check_args(args):
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     if args.capture_video and not importlib.util.find_spec("moviepy"):
         fail("--capture-video needs moviepy: pip install moviepy")
-    if min(args.num_envs, args.num_steps, args.vf_iters, args.cg_iters,
+    if min(args.num_envs, args.num_steps, args.vf_iters,
            args.num_threads) < 1 or args.eval_episodes < 0:
-        fail("--num-envs, --num-steps, --vf-iters, --cg-iters, --num-threads must be positive "
-             "integers, --eval-episodes >= 0")
+        fail("--num-envs, --num-steps, --vf-iters, --num-threads must be positive integers, "
+             "--eval-episodes >= 0")
     if min(args.vf_learning_rate, args.max_kl, args.cg_damping) <= 0:
         fail("--vf-learning-rate, --max-kl and --cg-damping must be positive")
     if not (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1):

@@ -17,7 +17,7 @@ HELP_PHRASES = {
     "ppo_discrete.py": ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "Adam step size α", "minibatches per epoch"],
     "ppo_continuous.py": ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "normalise observations"],
     "vpg.py": ["discount factor γ", "GAE λ", "Adam step size α of the policy", "steps on the critic"],
-    "trpo.py": ["discount factor γ", "GAE λ", "δ, the trust region", "conjugate-gradient iterations"],
+    "trpo.py": ["discount factor γ", "GAE λ", "δ, the trust region", "added to the Fisher matrix"],
     "reinforce.py": ["discount factor γ", "Adam step size α of the policy", "complete episodes"],
 }
 
