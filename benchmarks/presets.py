@@ -22,9 +22,11 @@ SUITES = {
         ("vpg", "CartPole-v1", ["--total-timesteps", "2048", "--num-steps", "256", "--vf-iters", "5",
                                 "--eval-episodes", "1"], [1]),
         ("reinforce", "CartPole-v1", ["--total-timesteps", "2048", "--batch-size", "500", "--eval-episodes", "1"], [1]),
+        ("trpo", "CartPole-v1", ["--total-timesteps", "2048", "--num-steps", "256", "--vf-iters", "5",
+                                 "--eval-episodes", "1"], [1]),
     ],
-    # Classic control: each script's own defaults on CartPole-v1 (PPO and REINFORCE 500k steps,
-    # VPG 2M: at Spinning Up's π lr 3e-4 it needs ~1.5M), 1M steps on LunarLander.
+    # Classic control: each script's own defaults on CartPole-v1 (PPO, TRPO and REINFORCE 500k
+    # steps, VPG 2M: at Spinning Up's π lr 3e-4 it needs ~1.5M), 1M steps on LunarLander.
     "classic": [
         ("ppo_discrete", "CartPole-v1", [], FIVE_SEEDS),
         ("reinforce", "CartPole-v1", [], FIVE_SEEDS),
@@ -33,6 +35,8 @@ SUITES = {
         ("ppo_continuous", "LunarLanderContinuous-v3", LUNAR_PPO, FIVE_SEEDS),
         ("vpg", "LunarLander-v3", MILLION, FIVE_SEEDS),
         ("reinforce", "LunarLander-v3", MILLION, FIVE_SEEDS),
+        ("trpo", "CartPole-v1", [], FIVE_SEEDS),
+        ("trpo", "LunarLander-v3", MILLION, FIVE_SEEDS),
     ],
     # MuJoCo at 1M steps. PPO gets 5 seeds on HalfCheetah and Hopper, where single seeds can stall
     # in a poor local optimum (a Hopper that falls after ~300 steps) and the spread across seeds is large.
@@ -46,12 +50,16 @@ SUITES = {
         ("reinforce", "HalfCheetah-v4", MILLION, THREE_SEEDS),
         ("reinforce", "Hopper-v4", MILLION, THREE_SEEDS),
         ("reinforce", "Walker2d-v4", MILLION, THREE_SEEDS),
+        ("trpo", "HalfCheetah-v4", MILLION, THREE_SEEDS),
+        ("trpo", "Hopper-v4", MILLION, THREE_SEEDS),
+        ("trpo", "Walker2d-v4", MILLION, THREE_SEEDS),
     ],
 }
 
 # The PPO paper's Figure 3 (Schulman et al. 2017): seven MuJoCo envs at 1M steps, 3 seeds, one
-# curve per algorithm of the reading order, each script at its own defaults. The cells it shares
-# with the mujoco suite are the same runs (same ids), so they are reused, not rerun. The last two
+# curve per algorithm of the reading order, each script at its own defaults (trpo.py's cells last:
+# it joined the suite after the others had started). The cells it shares with the mujoco suite
+# are the same runs (same ids), so they are reused, not rerun. The last two
 # PPO cells complete CleanRL's published v4 table (InvertedPendulum is among the seven). Pusher-v4
 # needs mujoco<3, which requirements.txt does not install (see RESULTS.md).
 FIGURE3_ENVS = ["HalfCheetah-v4", "Hopper-v4", "InvertedDoublePendulum-v4", "InvertedPendulum-v4",
@@ -60,6 +68,7 @@ SUITES["figure3"] = (
     [("ppo_continuous", env_id, [], THREE_SEEDS) for env_id in FIGURE3_ENVS]
     + [("ppo_continuous", env_id, [], THREE_SEEDS) for env_id in ("Humanoid-v4", "Pusher-v4")]
     + [(script, env_id, MILLION, THREE_SEEDS) for script in ("vpg", "reinforce") for env_id in FIGURE3_ENVS]
+    + [("trpo", env_id, MILLION, THREE_SEEDS) for env_id in FIGURE3_ENVS]
 )
 
 # The ablations (benchmarks/ABLATIONS.md): each cell switches one detail of the PPO scripts off,
@@ -92,4 +101,8 @@ REFERENCES = {
     ("vpg", "HalfCheetah-v4"): "Spinning Up VPG ~-50 at 1M, ~630 at 3M (HalfCheetah-v3, read off its figure)",
     ("vpg", "Hopper-v4"): "Spinning Up VPG ~390 at 1M, ~815 at 3M (Hopper-v3, read off its figure)",
     ("vpg", "Walker2d-v4"): "Spinning Up VPG ~290 at 1M, ~470 at 3M (Walker2d-v3, read off its figure)",
+    ("trpo", "CartPole-v1"): "SB3-contrib TRPO (RL Zoo) 500 at 100k",
+    ("trpo", "HalfCheetah-v4"): "SB3-contrib TRPO (RL Zoo) 1785 ± 69 at 1M (HalfCheetah-v3)",
+    ("trpo", "Hopper-v4"): "SB3-contrib TRPO (RL Zoo) 3618 ± 357 at 1M (Hopper-v3)",
+    ("trpo", "Walker2d-v4"): "SB3-contrib TRPO (RL Zoo) 4933 ± 1453 at 1M (Walker2d-v3)",
 }

@@ -36,15 +36,15 @@ def local_smoke(tmp_path_factory):
 def test_smoke_suite_runs_end_to_end_and_resumes(local_smoke):
     tmp_path, first = local_smoke
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "[4/4]" in first.stdout and "done: 4 finished, 0 failed" in first.stdout
+    assert "[5/5]" in first.stdout and "done: 5 finished, 0 failed" in first.stdout
     with open(tmp_path / "summary.csv") as f:
         rows = list(csv.DictReader(f))
-    assert {r["algo"] for r in rows} == {"ppo_discrete", "ppo_continuous", "vpg", "reinforce"}
+    assert {r["algo"] for r in rows} == {"ppo_discrete", "ppo_continuous", "vpg", "reinforce", "trpo"}
     assert set(run.SUMMARY_COLUMNS) <= set(rows[0])
     for row in rows:
         assert float(row["wall_seconds"]) > 0 and float(row["sps"]) > 0 and int(row["total_timesteps"]) >= 1024
     again = run_suite(tmp_path)
-    assert "4 already finished, 0 to run" in again.stdout
+    assert "5 already finished, 0 to run" in again.stdout
 
     made = subprocess.run([sys.executable, "benchmarks/report.py", "--out", str(tmp_path), "--results-md",
                            str(tmp_path / "RESULTS.md")], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -112,7 +112,8 @@ def test_smoke_suite_through_ray_gives_the_local_backend_results(local_smoke, tm
     local, through_ray = local_smoke[0], tmp_path
     proc = run_suite(through_ray, "--workers", "2", "--backend", "ray")
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
-    assert (local / "summary.csv").read_text().count("\n") == (through_ray / "summary.csv").read_text().count("\n") == 5
+    lines = [(out / "summary.csv").read_text().count("\n") for out in (local, through_ray)]
+    assert lines == [6, 6]  # a header and the 5 runs
     for run_spec in run.matrix("smoke"):
         a, b = (json.loads((out / "runs" / run_spec["id"] / "result.json").read_text()) for out in (local, through_ray))
         assert a.keys() == b.keys()  # the same format ...
