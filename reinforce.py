@@ -11,7 +11,7 @@ actions (Pendulum-v1, HalfCheetah-v4).
     python reinforce.py --eval-checkpoint runs/<run>/model.pt --capture-video
     tensorboard --logdir runs
 
-The first file of the reading order reinforce.py → vpg.py → ppo_discrete.py →
+The first file of the reading order reinforce.py → vpg.py → trpo.py → ppo_discrete.py →
 ppo_continuous.py. Each batch is a set of complete episodes played by the current policy, and
 the policy takes one Adam step on it. Nothing here estimates a value, so nothing can stand in
 for the rewards after a cut: every episode is played to its end, and an episode cut by a time

@@ -28,7 +28,8 @@ to 500k steps.
 
 What ppo_discrete.py then replaces: the constraint becomes a clip of the ratio inside the loss,
 the second-order step becomes first-order Adam steps, and one step per batch becomes K epochs
-of minibatch steps on the same batch.
+of minibatch steps on the same batch. Its docstring lists what else changes; it compares with
+vpg.py, whose one-optimiser update its own follows more closely than this file's.
 
 Defaults follow Spinning Up's TRPO (its TensorFlow 1 code), which keeps its VPG's batch and
 critic (4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99, λ 0.97): δ = 0.01 and

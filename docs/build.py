@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = {  # in reading order
     "reinforce": "REINFORCE: the Monte-Carlo policy gradient, no critic.",
     "vpg": "Vanilla policy gradient: a learned value baseline, GAE-λ advantages, one step per batch.",
+    "trpo": "TRPO: a natural-gradient step to the edge of a KL trust region, checked by a line search.",
     "ppo_discrete": "PPO-clip for discrete actions: many minibatch steps per batch on a clipped surrogate.",
     "ppo_continuous": "PPO-clip for continuous control (MuJoCo): a Gaussian policy, observation and reward normalisation.",
 }
@@ -48,9 +49,12 @@ ORDER = list(SCRIPTS)
 STEPS = list(itertools.pairwise(ORDER))  # (from, to): the step pages
 # The definitions that make up the algorithm; a step page shows their differences first.
 ALGORITHM = ["layer_init", "mlp", "Agent", "compute_returns", "compute_gae", "reinforce_loss", "vpg_loss",
-             "value_loss", "ppo_loss", "RunningMeanStd", "RewardScaler", "train"]
-# A definition of the newer file that takes the place of one of the older file, for the step pages.
-REPLACES = {"compute_gae": "compute_returns", "vpg_loss": "reinforce_loss", "ppo_loss": "vpg_loss"}
+             "surrogate", "mean_kl", "flat_grad", "fisher_vector_product", "conjugate_gradient", "line_search",
+             "trpo_step", "value_loss", "ppo_loss", "RunningMeanStd", "RewardScaler", "train"]
+# The definitions of the older file that a definition of the newer file can take the place of, for
+# the step pages: the first one that the older file has.
+REPLACES = {"compute_gae": ["compute_returns"], "vpg_loss": ["reinforce_loss"], "surrogate": ["vpg_loss"],
+            "ppo_loss": ["surrogate", "vpg_loss"]}
 MATH = re.compile(r"^# math: (.*)$")
 BANNER = re.compile(r"^# --- (.*) ---$")
 
@@ -418,19 +422,26 @@ def diff_html(old: tuple[int, list[str]], new: tuple[int, list[str]], old_hl: li
 
 # The order in which a step page shows the algorithm's changed definitions: the new objective
 # first, then what feeds it, then the networks and the loop that use them.
-ALGORITHM_FIRST = ["reinforce_loss", "vpg_loss", "ppo_loss", "value_loss", "compute_returns", "compute_gae",
-                   "RunningMeanStd", "RewardScaler", "Agent", "train", "mlp", "layer_init"]
+ALGORITHM_FIRST = ["reinforce_loss", "vpg_loss", "surrogate", "ppo_loss", "trpo_step", "mean_kl",
+                   "fisher_vector_product", "conjugate_gradient", "line_search", "flat_grad", "value_loss",
+                   "compute_returns", "compute_gae", "RunningMeanStd", "RewardScaler", "Agent", "train", "mlp",
+                   "layer_init"]
 
 
 def step_page(old_name: str, new_name: str) -> str:
     sources = [(ROOT / f"{n}.py").read_text() for n in (old_name, new_name)]
     old, new = (definitions(source) for source in sources)
     old_hl, new_hl = (highlight(source, PythonLexer(), HtmlFormatter(nowrap=True)).split("\n") for source in sources)
-    doc = sources[1].split('"""')[1]
-    change = next(p for p in doc.split("\n\n") if p.startswith("What changes from"))
+    # The intro: what the older file says the newer one replaces, if it says it (trpo.py of
+    # ppo_discrete.py), then the newer file's own list of what changes from its predecessor.
+    old_doc, new_doc = (source.split('"""')[1].split("\n\n") for source in sources)
+    change = [p for p in old_doc if p.startswith(f"What {new_name}.py then replaces")]
+    change += [next(p for p in new_doc if p.startswith("What changes from"))]
+    replaced = {name: next((b for b in REPLACES.get(name, []) if b in old), name) if name not in old else name
+                for name in new}
     blocks = []  # (in the algorithm, only comments changed, rank, html)
     for name in new:
-        before = REPLACES.get(name) if name not in old and REPLACES.get(name) in old else name
+        before = replaced[name]
         old_part = old.get(before, (1, []))
         ops = changes(old_part[1], new[name][1])
         if all(tag == "equal" for tag, *_ in ops):
@@ -442,19 +453,20 @@ def step_page(old_name: str, new_name: str) -> str:
         block = f"<h3>{title}</h3>" + diff_html(old_part, new[name], old_hl, new_hl)
         rank = ALGORITHM_FIRST.index(name) if name in ALGORITHM_FIRST else len(ALGORITHM_FIRST)
         blocks.append((name in ALGORITHM, not code_changed, rank, block))
-    gone = [n for n in old if n not in new and n not in {REPLACES.get(m) for m in new}]
+    gone = [n for n in old if n not in new and n not in replaced.values()]
     for name in gone:
         block = f"<h3><code>{name}</code> (gone)</h3>" + diff_html(old[name], (1, []), old_hl, new_hl)
         rank = ALGORITHM_FIRST.index(name) if name in ALGORITHM_FIRST else len(ALGORITHM_FIRST)
         blocks.append((name in ALGORITHM, False, rank, block))
     algorithm = [b for inside, *_, b in sorted(blocks, key=lambda b: b[1:3]) if inside]
     rest = [b for inside, *_, b in blocks if not inside]
+    intro = "".join(f"<p>{prose(' '.join(p.split()))}</p>" for p in change)
     nav = (f'<nav class="pages"><a href="{old_name}.html">← {old_name}.py</a>'
            f'<a href="{new_name}.html">{new_name}.py →</a></nav>')
     content = (f"<header><h1>{old_name}.py → {new_name}.py</h1><p><a href=\"index.html\">pgref</a> · "
                f"the differences of each definition, the algorithm's first; changes that only re-wrap a comment "
                f"are left out</p></header>\n{nav}\n"
-               f'<div class="intro"><p>{prose(" ".join(change.split()))}</p></div>\n<div class="diff">'
+               f'<div class="intro">{intro}</div>\n<div class="diff">'
                f"<h2>The algorithm</h2>{''.join(algorithm) or '<p>No difference.</p>'}"
                f"<h2>Everything else: defaults, flags, messages, tooling</h2>{''.join(rest)}</div>\n{nav}")
     return page(f"{old_name}.py → {new_name}.py", content)
@@ -482,10 +494,12 @@ in this order; between two scripts, a step page shows what changes from one to t
 {nl.join(items)}
 </ul>
 <p>REINFORCE weights each log-probability by the return that followed; VPG replaces that return by
-an advantage measured against a learned critic; PPO reuses each batch for several epochs and
-clips the probability ratio, so that the loss stops rewarding a policy that moves further from
-the one that collected the data; the continuous PPO adds a Gaussian policy and the normalisation
-MuJoCo needs.</p></div>""")
+an advantage measured against a learned critic; TRPO bounds how far one update may move the
+policy, a mean KL of δ, and steps along the natural gradient to the edge of that region; PPO
+replaces the constraint by a clip of the probability ratio inside the loss, so that the loss stops
+rewarding a policy that moves further from the one that collected the data, and with first-order
+steps reuses each batch for several epochs; the continuous PPO adds a Gaussian policy and the
+normalisation MuJoCo needs.</p></div>""")
 
 
 def browser(width: int = 1366, height: int = 768):
@@ -533,7 +547,7 @@ if __name__ == "__main__":
     parser.add_argument("--out", type=Path, default=ROOT / "docs", help="folder for the pages (default: docs/)")
     parser.add_argument("--screenshots", type=Path,
                         help="also save screenshot-{1366,1920}.png of ppo_continuous.html's GAE and "
-                             "screenshot-step-{1366,1920}.png of vpg-to-ppo_discrete.html here")
+                             "screenshot-step-{1366,1920}.png of vpg-to-trpo.html here")
     args = parser.parse_args()
     for path in build(args.out):
         print(f"wrote {path}")
@@ -547,6 +561,6 @@ if __name__ == "__main__":
             path = args.screenshots / f"screenshot-{width}.png"
             screenshot(args.out / "ppo_continuous.html", f"#L{anchor}", path, width)
             print(f"wrote {path}")
-            path = args.screenshots / f"screenshot-step-{width}.png"  # the step to PPO: vpg_loss becomes ppo_loss
-            screenshot(args.out / "vpg-to-ppo_discrete.html", ".diff h3", path, width)
+            path = args.screenshots / f"screenshot-step-{width}.png"  # the step to TRPO: vpg_loss becomes surrogate
+            screenshot(args.out / "vpg-to-trpo.html", ".diff h3", path, width)
             print(f"wrote {path}")

@@ -31,7 +31,7 @@ def test_every_formula_converts_and_every_line_is_shown(name):
     assert len(formulas(name)) >= 4  # every script states its equations
     # each `# math:` line, and each formula indented in a docstring (the rewards-to-go; GAE's δ_t
     # and A_t), typeset as a block
-    docstring_formulas = {"reinforce": 1, "vpg": 2, "ppo_discrete": 2, "ppo_continuous": 2}[name]
+    docstring_formulas = {"reinforce": 1, "vpg": 2, "trpo": 2, "ppo_discrete": 2, "ppo_continuous": 2}[name]
     assert page.count('<math xmlns="http://www.w3.org/1998/Math/MathML" display="block"') == \
         len(formulas(name)) + docstring_formulas and "merror" not in page
     assert "# math:" not in page.split('<div class="section"', 1)[1]  # no marker left outside the intro's prose
@@ -58,13 +58,19 @@ def test_step_pages_leave_out_rewraps_and_typeset_equations():
     rewrapped = ["    # The quick brown", "    # fox jumps over the dog.", "    x = 1"]
     assert {tag for tag, *_ in build.changes(old, rewrapped)} == {"equal"}
     assert {tag for tag, *_ in build.changes(old, old[:2] + ["    x = 2"])} != {"equal"}
-    page = build.step_page("vpg", "ppo_discrete")
+    page = build.step_page("trpo", "ppo_discrete")
     diff = page.split('<div class="diff">', 1)[1]
     assert '<span class="c1"># math:' not in diff and "<math" in diff  # every `# math:` line typeset
     assert '<span class="k">def</span>' in diff  # highlighted
     assert re.search(r'<span class="ln">\d+</span>', diff)  # with line numbers
     # the algorithm's change first: the new loss before anything whose comments alone changed
     assert diff.index("<code>ppo_loss</code>") < diff.index("comments only")
+    # trpo.py's word on what PPO replaces, then PPO's own list; TRPO's pieces shown as gone
+    intro = page.split('<div class="intro">', 1)[1].split("</div>", 1)[0]
+    assert intro.index("What ppo_discrete.py then replaces") < intro.index("What changes from vpg.py")
+    assert "<code>ppo_loss</code> (was <code>surrogate</code>)" in diff and "<code>trpo_step</code> (gone)" in diff
+    diff = build.step_page("vpg", "trpo").split('<div class="diff">', 1)[1]
+    assert diff.index("<code>surrogate</code> (was <code>vpg_loss</code>)") < diff.index("<code>trpo_step</code> (new)")
 
 
 @pytest.mark.parametrize("latex", [r"\frac{1}{", r"\nosuchcommand{x}"])
