@@ -8,7 +8,7 @@ branch is the categorical head, the "if" branch the Gaussian one).
 
 from typing import NamedTuple
 
-SCRIPTS = ["reinforce", "vpg", "ppo_discrete", "ppo_continuous"]  # the reading order
+SCRIPTS = ["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_continuous"]  # the reading order
 
 
 class Part(NamedTuple):
@@ -31,22 +31,27 @@ LADDER = [
              "L = −(1/B) Σ_t log π(a_t|s_t) G_t, one line"),
     Exercise(3, "the categorical policy: sampling, log-probability, entropy",
              [Part("reinforce", "Agent.get_action", "else"), Part("vpg", "Agent.get_action_and_value", "else"),
-              Part("ppo_discrete", "Agent.get_action_and_value")],
+              Part("trpo", "Agent.get_action_and_value", "else"), Part("ppo_discrete", "Agent.get_action_and_value")],
              "log π(·|s) = z − logsumexp(z); sample from its softmax; H = −Σ_a π log π"),
     Exercise(4, "GAE, with termination and truncation told apart",
-             [Part("vpg", "compute_gae"), Part("ppo_discrete", "compute_gae"), Part("ppo_continuous", "compute_gae")],
+             [Part("vpg", "compute_gae"), Part("trpo", "compute_gae"), Part("ppo_discrete", "compute_gae"),
+              Part("ppo_continuous", "compute_gae")],
              "δ_t masks V(s_{t+1}) by terminated_t only; the recursion over A stops at either end"),
-    Exercise(5, "the VPG losses", [Part("vpg", "vpg_loss"), Part("vpg", "value_loss")],
+    Exercise(5, "the VPG losses", [Part("vpg", "vpg_loss"), Part("vpg", "value_loss"), Part("trpo", "value_loss")],
              "−mean(log π · Â) for the policy; mean((V − R̂)²) for the critic"),
     Exercise(6, "PPO's clipped surrogate, value clipping and entropy bonus",
              [Part("ppo_discrete", "ppo_loss"), Part("ppo_continuous", "ppo_loss")],
              "−min(r Â, clip(r, 1 ± ε) Â), averaged; plus c₁ L_V, minus c₂ H; and the stats dict"),
     Exercise(7, "the diagonal Gaussian policy: sampling, log-probability, entropy",
              [Part("reinforce", "Agent.get_action", "if"), Part("vpg", "Agent.get_action_and_value", "if"),
-              Part("ppo_continuous", "Agent.get_action_and_value")],
+              Part("trpo", "Agent.get_action_and_value", "if"), Part("ppo_continuous", "Agent.get_action_and_value")],
              "independent dimensions: log-probs and entropies are sums over the last axis"),
     Exercise(8, "running normalisation of observations and rewards",
              [Part("ppo_continuous", "RunningMeanStd.update"), Part("ppo_continuous", "Agent.normalize_obs"),
               Part("ppo_continuous", "RewardScaler.scale")],
              "merge each batch's mean and variance with its count; scale r by the std of γR + r"),
+    Exercise(9, "TRPO's natural gradient: Fisher-vector products and conjugate gradient",
+             [Part("trpo", "fisher_vector_product"), Part("trpo", "conjugate_gradient")],
+             "H·v = ∇((∇KL)·v), ∇KL taken with create_graph=True, plus c·v; CG: α = rᵀr/pᵀAp, "
+             "x += αp, r −= αAp, p = r + (r_newᵀr_new/rᵀr) p"),
 ]

@@ -119,6 +119,9 @@ WRONG = [
     (8, "ppo_continuous", "        self.count = total  # n ← N", "        pass  # the count is never updated",
      "do not merge each batch with what came before"),
     (8, "ppo_continuous", "self.discounted_return[done] = 0.0", "done = done", "the reward scale is wrong"),
+    (9, "trpo", "retain_graph=True) + damping * v", "retain_graph=True)", "the damping term is missing"),
+    (9, "trpo", "x, r = x + alpha * p, r - alpha * Ap", "x, r = x + alpha * p, r + alpha * Ap",
+     "your iteration does not solve A x = b"),
 ]
 
 

@@ -16,12 +16,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import trpo
 
 
-def tiny_agent(continuous: bool) -> trpo.Agent:
+def tiny_agent(continuous: bool, module=trpo) -> trpo.Agent:
     """A float64 policy small enough for an explicit Fisher matrix: 3 inputs, 4 hidden units,
     3 actions or 2 action dimensions."""
     torch.manual_seed(0)
     space = gym.spaces.Box(-1, 1, (2,)) if continuous else gym.spaces.Discrete(3)
-    agent = trpo.Agent(3, space, hidden_size=4).double()
+    agent = module.Agent(3, space, hidden_size=4).double()
     with torch.no_grad():  # an actor further from its near-zero start, so that the test sees it
         for name, p in agent.named_parameters():
             if name.startswith("actor"):
@@ -80,31 +80,31 @@ def test_mean_kl_is_the_closed_form_of_torch_distributions(continuous):
 
 
 @pytest.mark.parametrize("continuous", [False, True], ids=["categorical", "gaussian"])
-def test_fisher_vector_product_is_the_explicit_fisher_matrix_times_v_plus_damping(continuous):
-    agent, obs = tiny_agent(continuous), torch.randn(5, 3, dtype=torch.float64)
+def test_fisher_vector_product_is_the_explicit_fisher_matrix_times_v_plus_damping(continuous, module=trpo):
+    agent, obs = tiny_agent(continuous, module), torch.randn(5, 3, dtype=torch.float64)
     params = policy_params(agent)
     fisher = explicit_fisher(agent, obs)
     n = sum(p.numel() for p in params)
     assert fisher.shape == (n, n)
     generator = torch.Generator().manual_seed(1)
     for damping in (0.0, 0.1):
-        fvp = trpo.fisher_vector_product(trpo.mean_kl(agent, obs, copy.deepcopy(agent)), params, damping)
+        fvp = module.fisher_vector_product(module.mean_kl(agent, obs, copy.deepcopy(agent)), params, damping)
         for _ in range(3):
             v = torch.randn(n, dtype=torch.float64, generator=generator)
             product = fvp(v)
             torch.testing.assert_close(product, fisher @ v + damping * v, rtol=1e-8, atol=1e-10)
 
 
-def test_conjugate_gradient_solves_a_positive_definite_system():
+def test_conjugate_gradient_solves_a_positive_definite_system(module=trpo):
     generator = torch.Generator().manual_seed(0)
     m = torch.randn(12, 12, dtype=torch.float64, generator=generator)
     a = m @ m.T + 0.5 * torch.eye(12, dtype=torch.float64)  # symmetric positive definite
     b = torch.randn(12, dtype=torch.float64, generator=generator)
     exact = torch.linalg.solve(a, b)
-    x = trpo.conjugate_gradient(lambda v: a @ v, b, iters=12)  # n steps: exact
+    x = module.conjugate_gradient(lambda v: a @ v, b, iters=12)  # n steps: exact
     torch.testing.assert_close(x, exact, rtol=1e-6, atol=1e-8)
     # Fewer steps approximate: the error in the A-norm never grows with the steps
-    errors = [((y := trpo.conjugate_gradient(lambda v: a @ v, b, iters=k)) - exact) @ a @ (y - exact)
+    errors = [((y := module.conjugate_gradient(lambda v: a @ v, b, iters=k)) - exact) @ a @ (y - exact)
               for k in range(1, 13)]
     assert all(e2 <= e1 * (1 + 1e-9) for e1, e2 in zip(errors, errors[1:], strict=False))
     assert errors[-1] < 1e-8 * errors[0]
