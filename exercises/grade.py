@@ -229,6 +229,7 @@ GAE, PPO = ("vpg", "trpo", "ppo_discrete", "ppo_continuous"), ("ppo_discrete", "
 G = "G_t = r_t + γ(1 − done_t) G_{t+1}"
 DELTA = "δ_t = r_t + γ(1 − terminated_t) V(s_{t+1}) − V(s_t);  A_t = δ_t + γλ(1 − done_t) A_{t+1}"
 CLIP = "L = −mean(min(r_t Â_t, clip(r_t, 1 − ε, 1 + ε) Â_t)) + c₁ L_V − c₂ H"
+FISHER_TEST = test_trpo.test_fisher_vector_product_is_the_explicit_fisher_matrix_times_v_plus_damping
 FVP = "H v = ∇_θ((∇_θ KL)ᵀ v) + c v,  ∇_θ KL taken with create_graph=True"
 CG = "α = rᵀr / pᵀAp;  x ← x + αp;  r ← r − αAp;  p ← r_new + (r_newᵀr_new / rᵀr) p"
 NORMAL = "log π(a|s) = Σ_i [−(a_i − μ_i)²/(2σ_i²) − log σ_i − ½ log 2π];  H = Σ_i (½ + ½ log 2π + log σ_i)"
@@ -324,8 +325,7 @@ CHECKS = {
     9: [("trpo", "the damping adds c·v", "the damping term is missing: (H + cI)·v = H·v + c·v", FVP, fvp_damping)]
        + [("trpo", f"H·v equals an explicit Fisher matrix times v, {head} head (the project's test)",
            "H·v is not the Fisher matrix times v: take the gradient of (∇KL)·v, with ∇KL from create_graph=True", FVP,
-           lambda m, continuous=continuous: test_trpo.test_fisher_vector_product_is_the_explicit_fisher_matrix_times_v_plus_damping(
-               continuous, module=m)) for head, continuous in (("categorical", False), ("Gaussian", True))]
+           kw_test(FISHER_TEST, continuous)) for head, continuous in (("categorical", False), ("Gaussian", True))]
        + [("trpo", "one iteration from x = 0 is α·b with α = bᵀb / bᵀAb",
            "the step length α is wrong: it is rᵀr / pᵀAp, the exact minimiser along p", CG, cg_first_step),
           ("trpo", "n iterations solve an n × n system, and the error never grows (the project's test)",
