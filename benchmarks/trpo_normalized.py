@@ -1,0 +1,78 @@
+"""trpo.py with the RL Zoo's normalisation, to measure what it is worth on MuJoCo.
+
+    python benchmarks/trpo_normalized.py --env-id Hopper-v4 --seed 1 [--out FILE]
+
+SB3-contrib's TRPO, whose RL Zoo figures RESULTS.md compares trpo.py with, trains MuJoCo behind
+VecNormalize: observations normalised by a running mean and variance, rewards divided by the
+std of a running discounted return. trpo.py has neither (like Spinning Up's TRPO, whose
+defaults it keeps). This runs trpo.py unchanged at its defaults and 1M steps, with only its
+`make_vec_env` replaced by one that adds Gymnasium's normalisers:
+
+- NormalizeObservation inside each env (per-env statistics), so that the final observation in
+  infos["final_obs"], which bootstraps a truncated episode, is normalised like every other;
+- NormalizeReward on the vector env, outside RecordEpisodeStatistics, so that the logged
+  returns stay the env's own.
+
+Neither clips (VecNormalize clips both at 10). The policy learns on normalised observations, so
+the script's evaluation, which would feed it raw ones, is switched off. Writes the last-100
+mean of the training returns and the curve to --out as JSON (atomically), and skips a run whose
+file is already there.
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import trpo  # noqa: E402
+
+
+def make_normalized_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+    envs = gym.vector.SyncVectorEnv(
+        [lambda: gym.wrappers.NormalizeObservation(trpo.make_env(env_id)) for _ in range(num_envs)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)  # the env's own returns
+    return gym.wrappers.vector.NormalizeReward(envs, gamma=0.99)  # trpo.py's default γ
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env-id", required=True)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--total-timesteps", type=int, default=1_000_000)
+    parser.add_argument("--out", type=Path, help="default: benchmarks/results/trpo_normalized/<env>__seed<seed>.json")
+    args = parser.parse_args()
+    out = args.out or ROOT / "benchmarks" / "results" / "trpo_normalized" / f"{args.env_id}__seed{args.seed}.json"
+    if out.exists():
+        print(f"{out} exists: skipped")
+        return
+    trpo.make_vec_env = make_normalized_vec_env
+    start = time.time()
+    result = trpo.train(trpo.Args(env_id=args.env_id, seed=args.seed, total_timesteps=args.total_timesteps,
+                                  eval_episodes=0, log_dir="/tmp/trpo_normalized_runs"))
+    returns = result["episodic_returns"]
+    record = {
+        "command": f"python benchmarks/trpo_normalized.py --env-id {args.env_id} --seed {args.seed}",
+        "final_return": round(float(np.mean([r for _, r in returns[-100:]])), 2),
+        "global_step": result["global_step"], "wall_seconds": round(time.time() - start, 1),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__, "gymnasium": gym.__version__},
+        "curve": {"step": [s for s, _ in returns], "return": [round(r, 2) for _, r in returns]},
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record))
+    os.replace(tmp, out)  # a half-written file is never mistaken for a finished run
+    print(f"{args.env_id} seed {args.seed}: last-100 mean {record['final_return']}; written to {out}")
+
+
+if __name__ == "__main__":
+    main()
