@@ -101,8 +101,8 @@ REFERENCES = {
     ("vpg", "HalfCheetah-v4"): "Spinning Up VPG ~-50 at 1M, ~630 at 3M (HalfCheetah-v3, read off its figure)",
     ("vpg", "Hopper-v4"): "Spinning Up VPG ~390 at 1M, ~815 at 3M (Hopper-v3, read off its figure)",
     ("vpg", "Walker2d-v4"): "Spinning Up VPG ~290 at 1M, ~470 at 3M (Walker2d-v3, read off its figure)",
-    ("trpo", "CartPole-v1"): "SB3-contrib TRPO (RL Zoo) 500 at 100k",
-    ("trpo", "HalfCheetah-v4"): "SB3-contrib TRPO (RL Zoo) 1785 ± 69 at 1M (HalfCheetah-v3)",
-    ("trpo", "Hopper-v4"): "SB3-contrib TRPO (RL Zoo) 3618 ± 357 at 1M (Hopper-v3)",
-    ("trpo", "Walker2d-v4"): "SB3-contrib TRPO (RL Zoo) 4933 ± 1453 at 1M (Walker2d-v3)",
+    ("trpo", "CartPole-v1"): "SB3-contrib TRPO (RL Zoo) 500 at 100k (one agent, deterministic eval)",
+    ("trpo", "HalfCheetah-v4"): "SB3-contrib TRPO (RL Zoo) 1785 ± 69 at 1M (one agent, deterministic eval, -v3)",
+    ("trpo", "Hopper-v4"): "SB3-contrib TRPO (RL Zoo) 3618 ± 357 at 1M (one agent, deterministic eval, -v3)",
+    ("trpo", "Walker2d-v4"): "SB3-contrib TRPO (RL Zoo) 4933 ± 1453 at 1M (one agent, deterministic eval, -v3)",
 }
