@@ -71,6 +71,13 @@ SUITES["figure3"] = (
     + [("trpo", env_id, MILLION, THREE_SEEDS) for env_id in FIGURE3_ENVS]
 )
 
+# trpo.py against the RL Zoo's TRPO on MuJoCo: the Zoo's batch (2 envs × 1024 steps, so 488 updates
+# in 1M steps instead of 250) and λ 0.95, everything else at trpo.py's defaults, on seed 1. Its other
+# difference, VecNormalize, is measured by benchmarks/trpo_normalized.py. See results_notes.md.
+ZOO_TRPO = ["--num-envs", "2", "--num-steps", "1024", "--gae-lambda", "0.95"]
+SUITES["trpo-zoo"] = [("trpo", env_id, MILLION + ZOO_TRPO, [1], "zoo-batch")
+                      for env_id in ("Hopper-v4", "HalfCheetah-v4", "Walker2d-v4")]
+
 # The ablations (benchmarks/ABLATIONS.md): each cell switches one detail of the PPO scripts off,
 # and its variant name (the fifth item) goes into the run id, so that it never collides with the
 # default run of the same seed. A cell without a variant is the default it is compared with: the
