@@ -198,9 +198,13 @@ def main() -> None:
               "added) gave 2012.0 ± 127.7 over seeds 1-3 (2021 / 1851 / 2164; curves, commands and setup in "
               "`reference_runs/`), and CleanRL's own earlier v4 table gives 2051.80 ± 313.94.",
               "- **RL Baselines3 Zoo** (`benchmark.md`): one trained agent, deterministic evaluation episodes, on "
-              "LunarLander-v2: a different metric (greedy, one seed) and env version.",
+              "LunarLander-v2 and MuJoCo -v3 (SB3-contrib's TRPO): a different metric (greedy, one seed) and env "
+              "version; the TRPO section below compares it with our greedy evaluation too.",
               "- **Spinning Up** (`docs/spinningup/bench.rst`): MuJoCo -v3, 10 seeds, (64, 32) networks, curves smoothed "
               "over 11 epochs; published only as figures, so its values are approximate readings of the plotted mean curve.", ""]
+    notes = ROOT / "benchmarks" / "results_notes.md"  # measured explanations, written by hand
+    if notes.exists():
+        lines += [notes.read_text().strip(), ""]
     failed = [r for r in results if r["status"] != "ok"]
     if failed:
         lines += ["## Failed runs", ""]
