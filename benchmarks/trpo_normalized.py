@@ -1,6 +1,6 @@
 """trpo.py with the RL Zoo's normalisation, to measure what it is worth on MuJoCo.
 
-    python benchmarks/trpo_normalized.py --env-id Hopper-v4 --seed 1 [--out FILE]
+    python benchmarks/trpo_normalized.py --env-id Hopper-v4 --seed 1 [--zoo-batch] [--out FILE]
 
 SB3-contrib's TRPO, whose RL Zoo figures RESULTS.md compares trpo.py with, trains MuJoCo behind
 VecNormalize: observations normalised by a running mean and variance, rewards divided by the
@@ -13,7 +13,9 @@ defaults it keeps). This runs trpo.py unchanged at its defaults and 1M steps, wi
 - NormalizeReward on the vector env, outside RecordEpisodeStatistics, so that the logged
   returns stay the env's own.
 
-Neither clips (VecNormalize clips both at 10). The policy learns on normalised observations, so
+Neither clips (VecNormalize clips both at 10). With --zoo-batch, the Zoo's batch and λ too (2 envs
+× 1024 steps, λ 0.95: the trpo-zoo suite's flags), so that the two differences are also
+measured together. The policy learns on normalised observations, so
 the script's evaluation, which would feed it raw ones, is switched off. Writes the last-100
 mean of the training returns and the curve to --out as JSON (atomically), and skips a run whose
 file is already there.
@@ -49,19 +51,24 @@ def main() -> None:
     parser.add_argument("--env-id", required=True)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--total-timesteps", type=int, default=1_000_000)
-    parser.add_argument("--out", type=Path, help="default: benchmarks/results/trpo_normalized/<env>__seed<seed>.json")
+    parser.add_argument("--zoo-batch", action="store_true", help="also --num-envs 2 --num-steps 1024 --gae-lambda 0.95")
+    parser.add_argument("--out", type=Path,
+                        help="default: benchmarks/results/trpo_normalized/<env>[__zoo-batch]__seed<seed>.json")
     args = parser.parse_args()
-    out = args.out or ROOT / "benchmarks" / "results" / "trpo_normalized" / f"{args.env_id}__seed{args.seed}.json"
+    name = f"{args.env_id}{'__zoo-batch' if args.zoo_batch else ''}__seed{args.seed}.json"
+    out = args.out or ROOT / "benchmarks" / "results" / "trpo_normalized" / name
     if out.exists():
         print(f"{out} exists: skipped")
         return
     trpo.make_vec_env = make_normalized_vec_env
     start = time.time()
+    zoo = dict(num_envs=2, num_steps=1024, gae_lambda=0.95) if args.zoo_batch else {}
     result = trpo.train(trpo.Args(env_id=args.env_id, seed=args.seed, total_timesteps=args.total_timesteps,
-                                  eval_episodes=0, log_dir="/tmp/trpo_normalized_runs"))
+                                  eval_episodes=0, log_dir="/tmp/trpo_normalized_runs", **zoo))
     returns = result["episodic_returns"]
     record = {
-        "command": f"python benchmarks/trpo_normalized.py --env-id {args.env_id} --seed {args.seed}",
+        "command": f"python benchmarks/trpo_normalized.py --env-id {args.env_id} --seed {args.seed}"
+                   + (" --zoo-batch" if args.zoo_batch else ""),
         "final_return": round(float(np.mean([r for _, r in returns[-100:]])), 2),
         "global_step": result["global_step"], "wall_seconds": round(time.time() - start, 1),
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "gymnasium": gym.__version__},
