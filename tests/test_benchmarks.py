@@ -148,6 +148,21 @@ def test_printed_commands_run_as_they_are(tmp_path):
     assert curve["return"] and curve["global_step"] >= 1024
 
 
+def test_trpo_normalized_logs_the_envs_own_returns_and_skips_a_finished_run(tmp_path):
+    """benchmarks/trpo_normalized.py: rewards are normalised for learning, but the returns it records are
+    Pendulum's own (a random policy scores about −1200, a normalised reward about −1 per step at most)."""
+    out = tmp_path / "run.json"
+    cmd = [sys.executable, "benchmarks/trpo_normalized.py", "--env-id", "Pendulum-v1", "--total-timesteps", "4000",
+           "--out", str(out)]
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    record = json.loads(out.read_text())
+    assert len(record["curve"]["return"]) == 20 and record["final_return"] < -500  # 4 envs × 1000 steps, 200 each
+    assert "--env-id Pendulum-v1 --seed 1" in record["command"] and not out.with_suffix(".tmp").exists()
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "skipped" in again.stdout
+
+
 def test_speed_counts_only_the_steps_after_the_warm_up():
     # (wall time, steps) at the end of each update: 100 steps per update; update 1 ends at 10 s
     # (start-up included), update 2 takes 1 s, update 3 2 s, update 4 1 s
