@@ -299,7 +299,7 @@ def conjugate_gradient(matrix_vector_product, b, iters):
     return x
 
 
-@torch.no_grad()  # the line search only measures
+@torch.no_grad()  # no gradient: the line search only sets θ and measures L and the KL
 def line_search(params, full_step, acceptable, backtrack_coef, backtrack_iters):
     """Try θ = θ_old + β^k · full_step for k = 0, 1, ..., backtrack_iters − 1 (β =
     backtrack_coef) and keep the first θ that `acceptable()` accepts; if none, θ stays θ_old.
