@@ -10,7 +10,15 @@ renamed into place, so a run cut short is never mistaken for a finished one. A f
 recorded with its error and does not stop the others. After every run, results/summary.csv is
 rewritten from all finished runs.
 
-Each run's learning curve is read back from its own TensorBoard events with tensorboard's reader.
+Each run's learning curve, and the returns of the greedy evaluation that every script plays after
+training, are read back from its own TensorBoard events with tensorboard's reader.
+
+    python benchmarks/run.py --suite figure3 --refresh-eval
+
+gives the finished runs recorded without an evaluation (before run.py kept it) their evaluation:
+read from the run's TensorBoard events where they are still there, or else by running the run
+again. The rerun must reproduce the recorded learning curve exactly (CPU runs are deterministic),
+or its evaluation is not recorded.
 """
 
 import argparse
@@ -78,9 +86,11 @@ def read_curve(log_dir: str) -> dict:
     events = EventAccumulator(events_dir, size_guidance={"scalars": 0})  # 0: keep every point
     events.Reload()
     returns, lengths = events.Scalars("charts/episodic_return"), events.Scalars("charts/episodic_length")
+    evaluation = events.Scalars("eval/episodic_return") if "eval/episodic_return" in events.Tags()["scalars"] else []
     return {"step": [e.step for e in returns], "return": [round(e.value, 3) for e in returns],
             "length": [int(e.value) for e in lengths], "sps": events.Scalars("charts/SPS")[-1].value,
-            "global_step": events.Scalars("charts/SPS")[-1].step}  # steps taken by the end of the last update
+            "global_step": events.Scalars("charts/SPS")[-1].step,  # steps taken by the end of the last update
+            "eval": [round(e.value, 3) for e in evaluation]}  # the greedy policy's episodes after training
 
 
 def final_return(returns: list[float]) -> float:
@@ -114,7 +124,7 @@ def perform(run: dict, root: Path, log_dir: Path, workers: int = 1) -> dict:
         if not curve["return"]:
             raise RuntimeError("the run finished no episode")
         result.update(status="ok", final_return=round(final_return(curve["return"]), 2), sps=round(curve["sps"]),
-                      total_timesteps=curve.pop("global_step"), curve=curve)
+                      total_timesteps=curve.pop("global_step"), eval_returns=curve.pop("eval"), curve=curve)
     except Exception as error:  # recorded, and the other runs go on
         result.update(status="failed", error=str(error))
     return result
@@ -149,6 +159,31 @@ def is_finished(run: dict, out: Path) -> bool:
     """Finished means a complete result.json that says ok; a failed run is tried again."""
     path = out / "runs" / run["id"] / "result.json"
     return path.exists() and json.loads(path.read_text())["status"] == "ok"
+
+
+def refresh_eval(run: dict, out: Path) -> str:
+    """Give a finished run recorded without its greedy evaluation one (see the module's docstring);
+    return what was done, for the progress line."""
+    path = out / "runs" / run["id"] / "result.json"
+    result = json.loads(path.read_text())
+    if result.get("eval_returns"):
+        return "has its evaluation"
+    log_dir, how = out / "tensorboard" / run["id"], "read from its events"
+    try:
+        curve = read_curve(str(log_dir))
+    except (OSError, ValueError, KeyError):  # no events, or not those of a whole run
+        curve = None
+    if curve is None or curve["return"] != result["curve"]["return"] or not curve["eval"]:
+        shutil.rmtree(log_dir, ignore_errors=True)
+        rerun = perform(run, ROOT, log_dir)
+        if rerun["status"] != "ok":
+            return f"rerun FAILED: {rerun['error']}"
+        curve, how = rerun["curve"], f"rerun in {rerun['wall_seconds'] / 60:.0f} min, same curve"
+        curve["eval"] = rerun["eval_returns"]
+        if curve["return"] != result["curve"]["return"]:
+            return f"rerun DIFFERS from the recorded curve (final return {rerun['final_return']}); not recorded"
+    write_json_atomically(path, {**result, "eval_returns": curve["eval"]})
+    return f"evaluation {np.mean(curve['eval']):.1f} ({how})"
 
 
 def load_results(out: Path) -> list[dict]:
@@ -235,6 +270,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder (default: benchmarks/results)")
     parser.add_argument("--only", default="", help="run only the runs whose id contains this text")
     parser.add_argument("--print-commands", action="store_true", help="print the suite's commands and exit")
+    parser.add_argument("--refresh-eval", action="store_true",
+                        help="give finished runs recorded without a greedy evaluation one (rerun if needed), and exit")
     parser.add_argument("--backend", choices=["local", "ray"], default="local",
                         help="local processes, or Ray tasks (pip install -r benchmarks/requirements-ray.txt)")
     parser.add_argument("--address", help="with --backend ray: address of an existing Ray cluster (default: start a local one)")
@@ -246,6 +283,12 @@ def main() -> None:
         print(f"# run from {ROOT}")
         for run in runs:
             print(shlex.join(command(run, str(args.out.resolve() / "tensorboard" / run["id"]))))
+        return
+    if args.refresh_eval:
+        finished = [r for r in runs if is_finished(r, args.out)]
+        print(f"suite {args.suite}: {len(finished)} finished runs to check", flush=True)
+        for i, run in enumerate(finished, 1):
+            print(f"[{i}/{len(finished)}] {run['id']}: {refresh_eval(run, args.out)}", flush=True)
         return
     print(f"suite {args.suite}: ", end="")
     finished, failed = run_matrix(runs, args.out, args.workers, args.backend, args.address, args.cpus_per_run)

@@ -67,6 +67,34 @@ def test_failed_run_is_recorded_and_retried_and_half_written_result_is_not_finis
     assert not run.is_finished(other, tmp_path)
 
 
+def test_refresh_eval_reads_the_events_or_reruns_and_records_only_a_rerun_that_reproduces_the_curve(local_smoke, tmp_path):
+    """--refresh-eval: a run recorded without its evaluation gets the one in its events; with the
+    events gone, a rerun must give the recorded curve exactly, or nothing is recorded."""
+    import shutil
+
+    spec = run.matrix("smoke")[0]
+    shutil.copytree(local_smoke[0] / "runs" / spec["id"], tmp_path / "runs" / spec["id"])
+    shutil.copytree(local_smoke[0] / "tensorboard" / spec["id"], tmp_path / "tensorboard" / spec["id"])
+    path = tmp_path / "runs" / spec["id"] / "result.json"
+    recorded = json.loads(path.read_text())
+
+    def strip(**changes):
+        path.write_text(json.dumps({**{k: v for k, v in recorded.items() if k != "eval_returns"}, **changes}))
+
+    strip()
+    assert "read from its events" in run.refresh_eval(spec, tmp_path)
+    assert json.loads(path.read_text()) == recorded
+    assert run.refresh_eval(spec, tmp_path) == "has its evaluation"
+    shutil.rmtree(tmp_path / "tensorboard" / spec["id"])
+    strip()
+    assert "same curve" in run.refresh_eval(spec, tmp_path)
+    assert json.loads(path.read_text()) == recorded  # the rerun's evaluation is the original one
+    shutil.rmtree(tmp_path / "tensorboard" / spec["id"])
+    strip(curve={**recorded["curve"], "return": [r + 1 for r in recorded["curve"]["return"]]})
+    assert "DIFFERS" in run.refresh_eval(spec, tmp_path)
+    assert "eval_returns" not in json.loads(path.read_text())
+
+
 def test_final_return_is_mean_of_last_100_episodes():
     assert run.final_return(list(range(1000))) == pytest.approx(np.mean(range(900, 1000)))
     assert run.final_return([3.0, 5.0]) == 4.0  # fewer than 100 episodes: all of them
@@ -119,6 +147,7 @@ def test_smoke_suite_through_ray_gives_the_local_backend_results(local_smoke, tm
         assert a.keys() == b.keys()  # the same format ...
         assert a["curve"] == {**b["curve"], "sps": a["curve"]["sps"]}  # ... and the same run, step for step
         assert a["final_return"] == b["final_return"] and a["command"] == b["command"]
+        assert a["eval_returns"] == b["eval_returns"] and len(a["eval_returns"]) == 1  # --eval-episodes 1
 
 
 def test_ray_records_a_failing_task_and_finishes_the_others(tmp_path):
