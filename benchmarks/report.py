@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from presets import REFERENCES, SUITES  # noqa: E402
-from run import DEFAULT_OUT, load_results  # noqa: E402
+from presets import CLEANRL_V4, FIGURE3_ENVS, PPO_PAPER_FIGURE3, REFERENCES, SUITES  # noqa: E402
+from run import DEFAULT_OUT, load_results, matrix  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 WINDOW = 20
@@ -65,6 +65,17 @@ def difference_interval(without: list[float], with_: list[float], n_boot: int = 
     return float(a.mean() - b.mean()), float(np.percentile(boot, tail)), float(np.percentile(boot, 100 - tail))
 
 
+def draw(ax, label: str, runs: list[dict], **style) -> None:
+    """One line on `ax`: the mean over `runs` of their smoothed curves, with its bootstrap band."""
+    budget = max(r["total_timesteps"] for r in runs)
+    grid = np.linspace(0, budget, 200)
+    values = np.stack([curve_on_grid(r["curve"]["step"], r["curve"]["return"], grid) for r in runs])
+    keep = ~np.isnan(values).any(axis=0)
+    mean, low, high = bootstrap_band(values[:, keep])
+    (line,) = ax.plot(grid[keep], mean, label=label, **style)
+    ax.fill_between(grid[keep], low, high, alpha=0.25, color=line.get_color())
+
+
 def plot_env(env_id: str, by_algo: dict, path: Path, in_order: bool = False) -> None:
     """One line per key of `by_algo` (a script, or a script's variant), with its runs' band;
     sorted by key, or in the dict's order."""
@@ -75,19 +86,116 @@ def plot_env(env_id: str, by_algo: dict, path: Path, in_order: bool = False) -> 
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
     for algo, runs in (by_algo.items() if in_order else sorted(by_algo.items())):
-        budget = max(r["total_timesteps"] for r in runs)
-        grid = np.linspace(0, budget, 200)
-        values = np.stack([curve_on_grid(r["curve"]["step"], r["curve"]["return"], grid) for r in runs])
-        keep = ~np.isnan(values).any(axis=0)
-        mean, low, high = bootstrap_band(values[:, keep])
-        ax.plot(grid[keep], mean, label=f"{algo} ({len(runs)} seeds)")
-        ax.fill_between(grid[keep], low, high, alpha=0.25)
+        draw(ax, f"{algo} ({len(runs)} seeds)", runs)
     ax.set(title=env_id, xlabel="environment steps", ylabel=f"return (mean of last {WINDOW} episodes)")
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+READING_ORDER = ["reinforce", "vpg", "trpo", "ppo_continuous"]
+
+
+def mean_std(values: list[float], expected: int, missing: str = "not yet run") -> str:
+    """mean ± std over seeds, and how many of the expected seeds it is made of when some are missing."""
+    if not values:
+        return missing
+    text = f"{np.mean(values):.1f} ± {np.std(values):.1f}"
+    return text if len(values) == expected else f"{text} ({len(values)} of {expected} seeds)"
+
+
+def figure3(results: list[dict], out: Path, md_path: Path) -> list[str]:
+    """The PPO paper's Figure 3 redrawn from the figure3 suite (figure3.png, one panel per env, one
+    line per script in the reading order) and its section of RESULTS.md: the tables of final
+    return and greedy evaluation, the comparison with the published figures, the commands."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = {(r["algo"], r["env_id"], r["seed"]): r for r in results if r["status"] == "ok" and not r.get("variant")}
+    cells = defaultdict(list)  # (script, env) -> the suite's finished runs
+    for spec in matrix("figure3"):
+        if (spec["algo"], spec["env_id"], spec["seed"]) in done:
+            cells[spec["algo"], spec["env_id"]].append(done[spec["algo"], spec["env_id"], spec["seed"]])
+    if not cells:
+        return []
+    seeds = {(spec["algo"], spec["env_id"]) for spec in matrix("figure3")}
+    expected = len(matrix("figure3")) // len(seeds)
+
+    fig, axes = plt.subplots(2, 4, figsize=(16, 7.5), dpi=100)
+    for ax, env_id in zip(axes.flat, FIGURE3_ENVS):
+        for color, algo in enumerate(READING_ORDER):
+            if cells[algo, env_id]:
+                draw(ax, algo, cells[algo, env_id], color=f"C{color}")
+        ax.set_title(env_id)
+        ax.set_xlim(0, 1_000_000)
+        ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1e6:g}M")
+        ax.grid(alpha=0.3)
+    axes.flat[-1].axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    axes.flat[-1].legend(handles, labels, loc="center", fontsize=12, title_fontsize=10,
+                         title=f"return: mean of the last {WINDOW} training\nepisodes; line: mean over seeds 1-{expected},"
+                               "\nband: 95% bootstrap interval")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("return")
+    fig.supxlabel("environment steps")
+    fig.tight_layout()
+    png = out / "figure3.png"
+    fig.savefig(png)
+    plt.close(fig)
+
+    def evaluation(runs):
+        return [float(np.mean(r["eval_returns"])) for r in runs if r.get("eval_returns")]
+
+    rel = png.relative_to(md_path.parent) if png.is_relative_to(md_path.parent) else png
+    lines = ["## Figure 3 of the PPO paper, from our own scripts", "",
+             f"![Figure 3]({rel})", "",
+             "Each script at its own defaults on the seven MuJoCo envs of the PPO paper's Figure 3 (-v4 here, -v1 "
+             f"there), 1M steps, seeds 1-{expected}: the suite `figure3` of `benchmarks/presets.py`.",
+             "", "Final return (mean of each run's last 100 training episodes; mean ± std over seeds), beside "
+             "CleanRL's published v4 figures (same metric) and the PPO paper's curves as read by Tianshou "
+             "(\"~\", see below):", "",
+             "| env | " + " | ".join(f"`{a}`" for a in READING_ORDER)
+             + " | CleanRL PPO (v4) | PPO paper: PPO-clip ~ | PPO paper: TRPO ~ |",
+             "|---|" + "---|" * (len(READING_ORDER) + 3)]
+    for env_id in FIGURE3_ENVS:
+        ours = [mean_std([r["final_return"] for r in cells[a, env_id]], expected) for a in READING_ORDER]
+        cleanrl = "{:.2f} ± {:.2f}".format(*CLEANRL_V4[env_id]) if env_id in CLEANRL_V4 else "not published"
+        lines.append(f"| {env_id} | " + " | ".join(ours) + f" | {cleanrl} | " + " | ".join(PPO_PAPER_FIGURE3[env_id]) + " |")
+    lines += ["", "Greedy evaluation (after training, each run plays 10 episodes with the mean action, or the most "
+              "probable one; mean over seeds of each run's mean ± std over seeds):", "",
+              "| env | " + " | ".join(f"`{a}`" for a in READING_ORDER) + " |", "|---|" + "---|" * len(READING_ORDER)]
+    for env_id in FIGURE3_ENVS:
+        lines.append(f"| {env_id} | " + " | ".join(mean_std(evaluation(cells[a, env_id]), expected, "not recorded yet")
+                                                  for a in READING_ORDER) + " |")
+    lines += ["", "CleanRL's v4 table completed: `ppo_continuous.py` on the six envs CleanRL publishes (1M steps, "
+              f"seeds 1-{expected}, last-100 training mean):", "",
+              "| env | `ppo_continuous` | per seed | greedy evaluation | CleanRL (v4) | against CleanRL |",
+              "|---|---|---|---|---|---|"]
+    for env_id, (mean, std) in CLEANRL_V4.items():
+        runs = cells["ppo_continuous", env_id]
+        finals = [r["final_return"] for r in runs]
+        verdict = ("" if len(runs) < expected else "above its mean" if np.mean(finals) >= mean
+                   else "within one std below" if np.mean(finals) >= mean - std else "more than one std below")
+        lines.append(f"| {env_id} | {mean_std(finals, expected)} | {' / '.join(f'{f:.1f}' for f in finals)} | "
+                     f"{mean_std(evaluation(runs), expected, 'not recorded yet')} | {mean:.2f} ± {std:.2f} | {verdict} |")
+    lines += ["", "Commands (any env and seed; `reinforce.py` and `trpo.py` default to 500k steps and `vpg.py` to 2M, "
+              "so their budget is given), and the whole suite, resumable:", "", "```bash"]
+    for algo in READING_ORDER:
+        runs = next((cells[algo, e] for e in FIGURE3_ENVS if cells[algo, e]), None)
+        if runs:
+            lines.append(runs[0]["command"].replace(f"--env-id {runs[0]['env_id']}", "--env-id ENV")
+                         .replace(f"--seed {runs[0]['seed']}", "--seed SEED"))
+    lines += ["python benchmarks/run.py --suite figure3 --workers 2",
+              "python benchmarks/run.py --suite figure3 --refresh-eval  # the greedy evaluations of older runs",
+              "```", ""]
+    notes = ROOT / "benchmarks" / "figure3_notes.md"  # the reading of the figure, written by hand
+    if notes.exists():
+        lines += [notes.read_text().strip(), ""]
+    return lines
 
 
 def write_ablations(results: list[dict], out: Path, md_path: Path) -> None:
@@ -170,6 +278,7 @@ def main() -> None:
                   f"Runs were started up to {max(r['workers'] for r in finished)} at a time and the machine had "
                   "other work too, so wall time and SPS are those of a busy machine: `benchmarks/` measures learning, "
                   "not speed.", ""]
+    lines += figure3(finished, args.out, args.results_md)
     for env_id in sorted(cells):
         png = args.out / f"{env_id}.png"
         plot_env(env_id, cells[env_id], png)

@@ -221,13 +221,15 @@ def test_speed_report_gives_ratios_floors_and_the_time_budget(tmp_path):
     assert "| the rest | 40 | 40% |" in text
 
 
-def fake_result(out, run_spec: dict, final: float) -> None:
-    """A finished run as run.py records it, with a flat learning curve at `final`."""
+def fake_result(out, run_spec: dict, final: float, evaluation: list[float] | None = None) -> None:
+    """A finished run as run.py records it, with a flat learning curve at `final` (and, if given,
+    the returns of its greedy evaluation)."""
     curve = {"step": [1000 * i for i in range(1, 101)], "return": [final] * 100, "length": [200] * 100, "sps": 1000.0}
     run.record(out, run_spec, {**{k: run_spec[k] for k in ("algo", "env_id", "seed", "suite", "variant")},
                                "status": "ok", "final_return": final, "total_timesteps": 100_000, "sps": 1000,
                                "wall_seconds": 100.0, "workers": 1, "command": " ".join(run.command(run_spec)),
-                               "machine": run.machine(), "curve": curve})
+                               "machine": run.machine(), "curve": curve,
+                               **({"eval_returns": evaluation} if evaluation else {})})
 
 
 def test_ablation_runs_never_collide_with_default_runs_and_reuse_them():
@@ -344,3 +346,33 @@ def test_line_profile_charges_each_sample_to_the_running_line_of_the_training_lo
     assert total == 10 and by_line == {inside: 10}
     assert by_helper == {"Agent.get_value": 7, "train": 3}
     assert first < last
+
+
+def test_report_redraws_figure3_with_both_tables_and_the_verdict_against_cleanrl(tmp_path):
+    """The figure3 section: final returns per script and env (mean ± std over seeds, unfinished
+    seeds counted), greedy evaluations, and ppo_continuous against CleanRL's published v4 mean."""
+    finals = {"reinforce": [100.0, 200.0, 300.0], "vpg": [0.0, 10.0, 20.0], "trpo": [800.0, 800.0, 800.0],
+              "ppo_continuous": [1400.0, 1500.0, 1600.0]}
+    for spec in run.matrix("figure3"):
+        if spec["env_id"] == "HalfCheetah-v4":
+            final = finals[spec["algo"]][spec["seed"] - 1]
+            fake_result(tmp_path, spec, final, [final * 2, final * 2 + 10])
+        elif spec["env_id"] == "Hopper-v4" and spec["algo"] == "ppo_continuous":
+            fake_result(tmp_path, spec, 1000.0 + spec["seed"])  # below CleanRL's 2382.86 − 271.74
+        elif spec["env_id"] == "Swimmer-v4" and spec["algo"] == "vpg" and spec["seed"] == 1:
+            fake_result(tmp_path, spec, 40.0)
+    made = subprocess.run([sys.executable, "benchmarks/report.py", "--out", str(tmp_path), "--results-md",
+                           str(tmp_path / "RESULTS.md")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "RESULTS.md").read_text()
+    section = text[text.index("## Figure 3"):text.index("## HalfCheetah-v4")]
+    rows = [line for line in section.splitlines() if line.startswith("| HalfCheetah-v4 |")]
+    assert rows[0] == ("| HalfCheetah-v4 | 200.0 ± 81.6 | 10.0 ± 8.2 | 800.0 ± 0.0 | 1500.0 ± 81.6 | 1442.64 ± 46.03 "
+                       "| ~1800 | ~0 |")
+    assert rows[1] == "| HalfCheetah-v4 | 405.0 ± 163.3 | 25.0 ± 16.3 | 1605.0 ± 0.0 | 3005.0 ± 163.3 |"
+    assert rows[2].endswith("| 3005.0 ± 163.3 | 1442.64 ± 46.03 | above its mean |")
+    assert "| 1400.0 / 1500.0 / 1600.0 |" in rows[2]
+    assert "| 40.0 ± 0.0 (1 of 3 seeds) |" in section and "not recorded yet" in section
+    assert "more than one std below" in next(line for line in section.splitlines() if line.startswith("| Hopper-v4 | 1002"))
+    assert "python trpo.py --env-id ENV --seed SEED --total-timesteps 1000000" in section
+    assert (tmp_path / "figure3.png").stat().st_size > 30_000
