@@ -126,7 +126,7 @@ def figure3(results: list[dict], out: Path, md_path: Path) -> list[str]:
     expected = len(matrix("figure3")) // len(seeds)
 
     fig, axes = plt.subplots(2, 4, figsize=(16, 7.5), dpi=100)
-    for ax, env_id in zip(axes.flat, FIGURE3_ENVS):
+    for ax, env_id in zip(axes.flat, FIGURE3_ENVS, strict=False):  # 8 panels, 7 envs
         for color, algo in enumerate(READING_ORDER):
             if cells[algo, env_id]:
                 draw(ax, algo, cells[algo, env_id], color=f"C{color}")
