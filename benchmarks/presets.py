@@ -122,12 +122,13 @@ REFERENCES.update({
 # Beside the figure3 table. CleanRL's published v4 figures (docs/benchmark/ppo_continuous_action.md:
 # 1M steps, 3 seeds, last-100 training mean, our metric): the envs it publishes. The PPO paper
 # prints no numbers for its Figure 3 (-v1 envs, 1M steps, 3 seeds), only curves; these are the
-# approximate readings of its PPO (Clip) and TRPO curves that Tianshou transcribed into its MuJoCo
-# benchmark table (thu-ml/tianshou docs/tutorials/benchmark.rst, "~": read from the plots, the
-# best average return within 1M steps).
+# approximate readings of its PPO (Clip), TRPO and A2C curves that Tianshou transcribed into its
+# MuJoCo benchmark table (thu-ml/tianshou docs/tutorials/benchmark.rst; "~": read from the plots,
+# the best average return within 1M steps). Its "Vanilla PG, Adaptive" curve is not among them.
 CLEANRL_V4 = {"HalfCheetah-v4": (1442.64, 46.03), "Hopper-v4": (2382.86, 271.74), "Walker2d-v4": (2287.95, 571.78),
               "InvertedPendulum-v4": (963.09, 22.20), "Humanoid-v4": (716.11, 49.08), "Pusher-v4": (-40.38, 7.15)}
-PPO_PAPER_FIGURE3 = {  # env: (PPO-clip, TRPO)
-    "HalfCheetah-v4": ("~1800", "~0"), "Hopper-v4": ("~2330", "~2100"), "InvertedDoublePendulum-v4": ("~8000", "~200"),
-    "InvertedPendulum-v4": ("~1000", "~1000"), "Reacher-v4": ("~-7", "~-115"), "Swimmer-v4": ("~108", "~121"),
-    "Walker2d-v4": ("~3460", "~1100")}
+PPO_PAPER_FIGURE3 = {  # env: (PPO-clip, TRPO, A2C)
+    "HalfCheetah-v4": ("~1800", "~0", "~1000"), "Hopper-v4": ("~2330", "~2100", "~900"),
+    "InvertedDoublePendulum-v4": ("~8000", "~200", "~7100"), "InvertedPendulum-v4": ("~1000", "~1000", "~1000"),
+    "Reacher-v4": ("~-7", "~-115", "~-24"), "Swimmer-v4": ("~108", "~121", "~31"),
+    "Walker2d-v4": ("~3460", "~1100", "~850")}

@@ -159,8 +159,8 @@ def figure3(results: list[dict], out: Path, md_path: Path) -> list[str]:
              "CleanRL's published v4 figures (same metric) and the PPO paper's curves as read by Tianshou "
              "(\"~\", see below):", "",
              "| env | " + " | ".join(f"`{a}`" for a in READING_ORDER)
-             + " | CleanRL PPO (v4) | PPO paper: PPO-clip ~ | PPO paper: TRPO ~ |",
-             "|---|" + "---|" * (len(READING_ORDER) + 3)]
+             + " | CleanRL PPO (v4) | PPO paper: PPO-clip ~ | PPO paper: TRPO ~ | PPO paper: A2C ~ |",
+             "|---|" + "---|" * (len(READING_ORDER) + 4)]
     for env_id in FIGURE3_ENVS:
         ours = [mean_std([r["final_return"] for r in cells[a, env_id]], expected) for a in READING_ORDER]
         cleanrl = "{:.2f} ± {:.2f}".format(*CLEANRL_V4[env_id]) if env_id in CLEANRL_V4 else "not published"

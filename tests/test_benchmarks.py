@@ -368,7 +368,7 @@ def test_report_redraws_figure3_with_both_tables_and_the_verdict_against_cleanrl
     section = text[text.index("## Figure 3"):text.index("## HalfCheetah-v4")]
     rows = [line for line in section.splitlines() if line.startswith("| HalfCheetah-v4 |")]
     assert rows[0] == ("| HalfCheetah-v4 | 200.0 ± 81.6 | 10.0 ± 8.2 | 800.0 ± 0.0 | 1500.0 ± 81.6 | 1442.64 ± 46.03 "
-                       "| ~1800 | ~0 |")
+                       "| ~1800 | ~0 | ~1000 |")
     assert rows[1] == "| HalfCheetah-v4 | 405.0 ± 163.3 | 25.0 ± 16.3 | 1605.0 ± 0.0 | 3005.0 ± 163.3 |"
     assert rows[2].endswith("| 3005.0 ± 163.3 | 1442.64 ± 46.03 | above its mean |")
     assert "| 1400.0 / 1500.0 / 1600.0 |" in rows[2]
