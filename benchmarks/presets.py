@@ -71,6 +71,11 @@ SUITES["figure3"] = (
     + [("trpo", env_id, MILLION, THREE_SEEDS) for env_id in FIGURE3_ENVS]
 )
 
+# Why REINFORCE beats VPG on five of the seven figure3 envs: vpg.py's policy step size (Spinning
+# Up's pi_lr 3e-4) is a tenth of reinforce.py's (3e-3). vpg.py at reinforce.py's step size, seed 1.
+SUITES["figure3-vpg-lr"] = [("vpg", env_id, MILLION + ["--learning-rate", "3e-3"], [1], "pi-lr-3e-3")
+                            for env_id in FIGURE3_ENVS]
+
 # trpo.py against the RL Zoo's TRPO on MuJoCo: the Zoo's batch (2 envs × 1024 steps, so 488 updates
 # in 1M steps instead of 250) and λ 0.95, everything else at trpo.py's defaults, on seed 1. Its other
 # difference, VecNormalize, is measured by benchmarks/trpo_normalized.py. See results_notes.md.
