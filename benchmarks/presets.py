@@ -71,7 +71,7 @@ SUITES["figure3"] = (
     + [("trpo", env_id, MILLION, THREE_SEEDS) for env_id in FIGURE3_ENVS]
 )
 
-# Why REINFORCE beats VPG on five of the seven figure3 envs: vpg.py's policy step size (Spinning
+# Why REINFORCE beats VPG on four of the seven figure3 envs: vpg.py's policy step size (Spinning
 # Up's pi_lr 3e-4) is a tenth of reinforce.py's (3e-3). vpg.py at reinforce.py's step size, seed 1.
 SUITES["figure3-vpg-lr"] = [("vpg", env_id, MILLION + ["--learning-rate", "3e-3"], [1], "pi-lr-3e-3")
                             for env_id in FIGURE3_ENVS]
