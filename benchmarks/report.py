@@ -16,7 +16,7 @@ env, and a table of the difference of final returns with a 95% bootstrap interva
 
 import argparse
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -265,6 +265,13 @@ def write_ablations(results: list[dict], out: Path, md_path: Path) -> None:
     print(f"wrote {md_path} and {sum(len(v) > 1 for v in plots.values())} plots in {out}")
 
 
+def differing_versions(runs: list[dict], common: dict) -> str:
+    """The package versions of `runs` that differ from `common`, e.g. "mujoco 2.3.7" (Pusher-v4
+    does not load on mujoco 3+, so its runs are made in a venv with mujoco<3)."""
+    return ", ".join(sorted({f"{k} {v}" for r in runs for k, v in r["machine"]["versions"].items()
+                             if common.get(k) != v}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder that run.py wrote")
@@ -285,10 +292,18 @@ def main() -> None:
              "(one `result.json` per run: command, versions, machine, wall time, SPS, full learning curve).",
              "Final return: mean over seeds of each run's mean return over its last 100 training episodes "
              "(stochastic policy; CleanRL's metric), ± the standard deviation over seeds.", ""]
+    common, other_versions = {}, {}
     if finished:
         m = finished[0]["machine"]
+        common = {k: Counter(r["machine"]["versions"].get(k) for r in finished).most_common(1)[0][0]
+                  for k in m["versions"]}
+        other_versions = {env_id: differing_versions(runs, common) for env_id, runs in
+                          ((e, [r for rs in cells[e].values() for r in rs]) for e in sorted(cells))}
+        other_versions = {env_id: v for env_id, v in other_versions.items() if v}
+        exceptions = "; ".join(f"{env_id} ran on {v}" for env_id, v in other_versions.items())
         lines += [f"Machine: {m['cpu']}, {m['cores']} cores; Python {m['python']}; "
-                  + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ". "
+                  + ", ".join(f"{k} {v}" for k, v in common.items())
+                  + (f" ({exceptions}, see its section)" if exceptions else "") + ". "
                   f"Runs were started up to {max(r['workers'] for r in finished)} at a time and the machine had "
                   "other work too, so wall time and SPS are those of a busy machine: `benchmarks/` measures learning, "
                   "not speed.", ""]
@@ -307,6 +322,8 @@ def main() -> None:
             wall, sps = np.median([r["wall_seconds"] for r in runs]) / 60, np.median([r["sps"] for r in runs])
             lines.append(f"| `{algo}` | {seeds} | {steps:,} | {np.mean(finals):.1f} ± {np.std(finals):.1f} | {wall:.1f} min "
                          f"| {sps:,.0f} | {REFERENCES.get((algo, env_id), '')} |")
+        if env_id in other_versions:
+            lines += ["", f"These runs used {other_versions[env_id]}, not the version on the machine line above."]
         lines += ["", "Reproduce one run (any seed), or the whole cell:", "", "```bash"]
         for algo, runs in sorted(cells[env_id].items()):
             lines.append(runs[0]["command"])

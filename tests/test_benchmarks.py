@@ -361,6 +361,12 @@ def test_report_redraws_figure3_with_both_tables_and_the_verdict_against_cleanrl
             fake_result(tmp_path, spec, 1000.0 + spec["seed"])  # below CleanRL's 2382.86 − 271.74
         elif spec["env_id"] == "Swimmer-v4" and spec["algo"] == "vpg" and spec["seed"] == 1:
             fake_result(tmp_path, spec, 40.0)
+        elif spec["env_id"] == "Pusher-v4" and spec["seed"] == 1:  # made in a venv with mujoco<3
+            fake_result(tmp_path, spec, -30.0)
+            path = tmp_path / "runs" / spec["id"] / "result.json"
+            result = json.loads(path.read_text())
+            result["machine"]["versions"]["mujoco"] = "2.3.7"
+            path.write_text(json.dumps(result))
     made = subprocess.run([sys.executable, "benchmarks/report.py", "--out", str(tmp_path), "--results-md",
                            str(tmp_path / "RESULTS.md")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
@@ -376,3 +382,8 @@ def test_report_redraws_figure3_with_both_tables_and_the_verdict_against_cleanrl
     assert "more than one std below" in next(line for line in section.splitlines() if line.startswith("| Hopper-v4 | 1002"))
     assert "python trpo.py --env-id ENV --seed SEED --total-timesteps 1000000" in section
     assert (tmp_path / "figure3.png").stat().st_size > 30_000
+    common = run.machine()["versions"]["mujoco"]  # the machine line names the versions most runs had
+    assert f"mujoco {common} (Pusher-v4 ran on mujoco 2.3.7, see its section)." in text
+    pusher = text[text.index("## Pusher-v4"):]
+    assert "These runs used mujoco 2.3.7, not the version on the machine line above." in pusher
+    assert text.count("These runs used") == 1
