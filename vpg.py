@@ -419,7 +419,7 @@ def check_args(args):
         fail("--total-timesteps is less than one batch of --num-envs × --num-steps steps")
     try:
         env = make_env(args.env_id)
-    except (gym.error.Error, ModuleNotFoundError) as error:  # Gymnasium's message says why
+    except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why
         fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
     if len(env.observation_space.shape or ()) != 1:
         fail(f"{args.env_id} has observations {env.observation_space}; the script needs vectors")

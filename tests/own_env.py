@@ -7,6 +7,8 @@ copy it beside a copied script, or put its folder on PYTHONPATH, to try that in 
 - PointGrid-v0: the same point moved one cell by a Discrete(4) action.
 - PointGridFrom1-v0: PointGrid with actions numbered 1 to 4, Discrete(4, start=1).
 - PointEndless-v0, PointGridEndless-v0: registered without a time limit; they never end.
+- PointOnOldLib-v0: cannot be made on this install; its constructor raises ImportError, as
+  Gymnasium's Pusher-v4 does on mujoco 3 or newer.
 """
 
 import gymnasium as gym
@@ -41,3 +43,10 @@ gym.register("PointGridFrom1-v0", entry_point=PointEnv, max_episode_steps=50,
              kwargs={"discrete": True, "start": 1})
 gym.register("PointEndless-v0", entry_point=PointEnv)
 gym.register("PointGridEndless-v0", entry_point=PointEnv, kwargs={"discrete": True})
+
+
+def needs_an_older_library():
+    raise ImportError("`PointOnOldLib-v0` is only supported on `somelib<3`")
+
+
+gym.register("PointOnOldLib-v0", entry_point=needs_an_older_library)

@@ -79,6 +79,7 @@ def test_the_checkpoint_of_an_env_no_process_can_make_is_refused_in_one_line(tmp
     ("own_env:Pont-v0", "Did you mean: `Point`?"),  # Gymnasium's own words
     ("no_such_module:Point-v0", "No module named 'no_such_module'"),
     ("Piont-v0", "Did you mean: `Point`?"),
+    ("own_env:PointOnOldLib-v0", "only supported on `somelib<3`"),  # as Pusher-v4 on mujoco 3+
 ])
 def test_env_ids_that_cannot_be_made_get_one_line(env_id, message, script):
     with pytest.raises(SystemExit, match=re.escape(message)):
