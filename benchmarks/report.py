@@ -336,7 +336,8 @@ def main() -> None:
               "2720 ± 953 over seeds 1-3 (1459 / 3760 / 2941); HalfCheetah is dominated by seed luck. Its Hopper-v4 "
               "figure (2382.86 ± 271.74) overstates it: the script run here (on gymnasium 1.4, one wrapper argument "
               "added) gave 2012.0 ± 127.7 over seeds 1-3 (2021 / 1851 / 2164; curves, commands and setup in "
-              "`reference_runs/`), and CleanRL's own earlier v4 table gives 2051.80 ± 313.94.",
+              "`reference_runs/`), and CleanRL's own earlier v4 table gives 2051.80 ± 313.94. Its Humanoid-v4 figure "
+              "(716.11 ± 49.08) overstates it too: the script run here gave 643.1 ± 14.0 (659 / 646 / 625).",
               "- **RL Baselines3 Zoo** (`benchmark.md`): one trained agent, deterministic evaluation episodes, on "
               "LunarLander-v2 and MuJoCo -v3 (SB3-contrib's TRPO): a different metric (greedy, one seed) and env "
               "version; the TRPO section below compares it with our greedy evaluation too.",
