@@ -297,9 +297,8 @@ def main() -> None:
         m = finished[0]["machine"]
         common = {k: Counter(r["machine"]["versions"].get(k) for r in finished).most_common(1)[0][0]
                   for k in m["versions"]}
-        other_versions = {env_id: differing_versions(runs, common) for env_id, runs in
-                          ((e, [r for rs in cells[e].values() for r in rs]) for e in sorted(cells))}
-        other_versions = {env_id: v for env_id, v in other_versions.items() if v}
+        other_versions = {e: v for e in sorted(cells)
+                          if (v := differing_versions([r for rs in cells[e].values() for r in rs], common))}
         exceptions = "; ".join(f"{env_id} ran on {v}" for env_id, v in other_versions.items())
         lines += [f"Machine: {m['cpu']}, {m['cores']} cores; Python {m['python']}; "
                   + ", ".join(f"{k} {v}" for k, v in common.items())
