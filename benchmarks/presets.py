@@ -76,6 +76,12 @@ SUITES["figure3"] = (
 SUITES["figure3-vpg-lr"] = [("vpg", env_id, MILLION + ["--learning-rate", "3e-3"], [1], "pi-lr-3e-3")
                             for env_id in FIGURE3_ENVS]
 
+# CleanRL's published v4 table came from mujoco 2 (its benchmark predates mujoco 3). The same
+# ppo_continuous cells on mujoco 2.3.7, so that "above" or "below" CleanRL is measured on its
+# simulator; the variant names the version, and run.py refuses these runs on any other.
+CLEANRL_MUJOCO2 = ["HalfCheetah-v4", "Walker2d-v4", "Hopper-v4", "InvertedPendulum-v4", "Humanoid-v4"]
+SUITES["cleanrl-mujoco2"] = [("ppo_continuous", env_id, [], THREE_SEEDS, "mujoco-2.3.7") for env_id in CLEANRL_MUJOCO2]
+
 # trpo.py against the RL Zoo's TRPO on MuJoCo: the Zoo's batch (2 envs × 1024 steps, so 488 updates
 # in 1M steps instead of 250) and λ 0.95, everything else at trpo.py's defaults, on seed 1. Its other
 # difference, VecNormalize, is measured by benchmarks/trpo_normalized.py. See results_notes.md.

@@ -130,8 +130,34 @@ def perform(run: dict, root: Path, log_dir: Path, workers: int = 1) -> dict:
     return result
 
 
+def resolved_flags(script_file: Path, argv: list[str]) -> dict:
+    """Every field of the script's Args, defaults included, as the command line `argv` sets them:
+    what ran, even after a default changes. `script_file` may be an old version of the script."""
+    import importlib.util
+    from dataclasses import asdict
+
+    import tyro
+
+    spec = importlib.util.spec_from_file_location(f"_flags_{script_file.stem}", script_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return asdict(tyro.cli(module.Args, args=argv))
+
+
+def script_commit(script: str, root: Path = ROOT) -> str:
+    """The last commit that changed <script>.py, with "+dirty" when the file differs from it."""
+    git = ["git", "-C", str(root)]
+    commit = subprocess.run([*git, "log", "-1", "--format=%H", "--", f"{script}.py"], capture_output=True, text=True)
+    dirty = subprocess.run([*git, "diff", "--quiet", "HEAD", "--", f"{script}.py"]).returncode != 0
+    return commit.stdout.strip() + ("+dirty" if dirty else "")
+
+
 def record(out: Path, run: dict, result: dict) -> None:
-    """Write a run's result.json atomically (the one thing that marks a run finished)."""
+    """Write a run's result.json atomically (the one thing that marks a run finished), with the
+    run's resolved flags and the commit of the script that ran it."""
+    if result.get("status") == "ok":
+        result = {**result, "flags": resolved_flags(ROOT / f"{run['algo']}.py", command(run)[2:]),
+                  "script_commit": script_commit(run["algo"])}
     run_dir = out / "runs" / run["id"]
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomically(run_dir / "result.json", result)
@@ -279,6 +305,10 @@ def main() -> None:
     args = parser.parse_args()
 
     runs = [r for r in matrix(args.suite) if args.only in r["id"]]
+    wanted = {r["variant"][len("mujoco-"):] for r in runs if (r["variant"] or "").startswith("mujoco-")}
+    if wanted and wanted != {metadata.version("mujoco")}:  # a run id that names a version runs on it
+        sys.exit(f"run.py: error: suite {args.suite} needs mujoco {' '.join(wanted)}, found {metadata.version('mujoco')}: "
+                 f"see RESULTS.md for its venv")
     if args.print_commands:  # for slurm job arrays, GNU parallel, ...: one line per run, from the repository root
         print(f"# run from {ROOT}")
         for run in runs:
