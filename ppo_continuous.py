@@ -515,8 +515,9 @@ def fail(message):
 
 def check_args(args):
     """Refuse a bad setup in one line, before anything is built; return the env made to check it."""
-    if not hasattr(gym.vector, "AutoresetMode"):
-        fail(f"needs gymnasium 1.1 or newer, found {gym.__version__}: pip install -U gymnasium")
+    # Before 1.4, the vector RecordEpisodeStatistics miscounts episodes under SAME_STEP autoreset.
+    if tuple(map(int, gym.__version__.split(".")[:2])) < (1, 4):
+        fail(f"needs gymnasium 1.4 or newer, found {gym.__version__}: pip install -U gymnasium")
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     if args.capture_video and not importlib.util.find_spec("moviepy"):
@@ -533,6 +534,9 @@ def check_args(args):
     if batch_size % args.num_minibatches or batch_size > args.total_timesteps:
         fail(f"the batch of --num-envs × --num-steps = {batch_size} steps must split into "
              f"--num-minibatches {args.num_minibatches} and fit into --total-timesteps")
+    if args.norm_adv and batch_size < 2 * args.num_minibatches:  # the std of one number: NaN
+        fail(f"--norm-adv needs minibatches of 2 steps or more, not {batch_size} // "
+             f"{args.num_minibatches}: fewer --num-minibatches, or --no-norm-adv")
     try:
         env = make_env(args.env_id)
     except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why

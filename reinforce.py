@@ -273,7 +273,7 @@ def train(args: Args) -> dict:
                     b_obs += episode_obs[i]
                     b_actions += episode_actions[i]
                     b_rewards += episode_rewards[i]
-                    b_dones += [0.0] * (length - 1) + [1.0]
+                    b_dones += [0.0] * (len(episode_rewards[i]) - 1) + [1.0]  # its own steps
                     episode_obs[i], episode_actions[i], episode_rewards[i] = [], [], []
                     collecting[i] = len(b_rewards) < args.batch_size
                 if global_step >= args.total_timesteps and not episodic_returns:  # no end at all
@@ -341,8 +341,9 @@ def fail(message):
 
 def check_args(args):
     """Refuse a bad setup in one line, before anything is built; return the env made to check it."""
-    if not hasattr(gym.vector, "AutoresetMode"):
-        fail(f"needs gymnasium 1.1 or newer, found {gym.__version__}: pip install -U gymnasium")
+    # Before 1.4, the vector RecordEpisodeStatistics miscounts episodes under SAME_STEP autoreset.
+    if tuple(map(int, gym.__version__.split(".")[:2])) < (1, 4):
+        fail(f"needs gymnasium 1.4 or newer, found {gym.__version__}: pip install -U gymnasium")
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     if args.capture_video and not importlib.util.find_spec("moviepy"):

@@ -17,11 +17,13 @@ Gymnasium environments with `Discrete` actions (CartPole-v1, LunarLander-v3) or 
 What changes from vpg.py: only the policy's update. vpg.py takes one Adam step along the
 gradient g, and nothing says how far that step moves the policy. TRPO bounds the move: it
 maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a mean KL[π_θ_old ‖ π_θ] ≤ δ.
-To second order around θ_old, the solution is a step along the natural gradient H⁻¹g, with H
-the Hessian of the mean KL (the Fisher information): conjugate gradient finds x ≈ H⁻¹g from
-products H·v alone (`fisher_vector_product`, `conjugate_gradient`), the step is scaled to the
-edge of the trust region, √(2δ / xᵀHx)·x, and a line search shrinks it until the measured KL
-is within δ and the surrogate improves (`line_search`); `trpo_step` puts them together. The
+With L linearised and the KL taken to second order around θ_old, the solution is a step along
+the natural gradient H⁻¹g, with H the Hessian of the mean KL (the Fisher information):
+conjugate gradient finds x ≈ H⁻¹g from products H·v alone (`fisher_vector_product`,
+`conjugate_gradient`; both use H + cI, damped by c = --cg-damping), the step is scaled to the
+edge of the trust region, √(2δ / xᵀ(H + cI)x)·x, and a line search shrinks it until the
+measured KL is within δ and the surrogate improves (`line_search`); `trpo_step` puts them
+together. The
 policy has no optimiser and no step size α (`--learning-rate` is gone; δ takes its place); the
 critic, the rollout and GAE are vpg.py's, with its defaults; the default budget drops from 2M
 to 500k steps.
@@ -34,10 +36,10 @@ vpg.py, whose one-optimiser update its own follows more closely than this file's
 Defaults follow Spinning Up's TRPO (its TensorFlow 1 code), which keeps its VPG's batch and
 critic (4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99, λ 0.97): δ = 0.01 and
 damping 0.1 (flags), and in `trpo_step` 10 conjugate-gradient iterations (as in Schulman et al.
-2015) and at most 10 backtracks by 0.8 (as in SB3-contrib's TRPO too). Lines starting with
-`# math:` hold the LaTeX of the equation the code below computes. The training algorithm ends
-with `train`; the tooling after it (input checks, evaluation, checkpoints) can be skipped on a
-first reading.
+2015) and at most 10 tries of the line search, shrinking by 0.8 (as in SB3-contrib's TRPO
+too). Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
+The training algorithm ends with `train`; the tooling after it (input checks, evaluation,
+checkpoints) can be skipped on a first reading.
 """
 
 import copy
@@ -281,13 +283,17 @@ def fisher_vector_product(kl, params, damping):
 
 
 def conjugate_gradient(matrix_vector_product, b, iters):
-    """Solve A x = b for a symmetric positive-definite A known only through A·v: `iters`
-    conjugate-gradient steps from x = 0. Exact in n steps for an (n, n) A (up to rounding);
-    TRPO stops after a few, which gives a good approximation of H⁻¹g along the directions
-    that matter most."""
+    """Solve A x = b for a symmetric positive-definite A known only through A·v: at most `iters`
+    conjugate-gradient steps from x = 0. Step k gives the x that minimises the error in the
+    A-norm, (x − A⁻¹b)ᵀA(x − A⁻¹b), over the Krylov subspace span{b, Ab, ..., A^{k−1}b}, one
+    dimension larger per step: exact in n steps for an (n, n) A (up to rounding), and TRPO stops
+    after a few. It also stops once the residual is (near) zero, as OpenAI Baselines' and
+    SB3-contrib's TRPO do: x is then exact, and another step would divide 0 by 0."""
     x, r, p = torch.zeros_like(b), b, b  # residual r = b − A x; search direction p
     r_dot_r = r @ r
     for _ in range(iters):
+        if r_dot_r < 1e-10:  # their tolerance on rᵀr; b = 0 stops here at once, with x = 0
+            break
         Ap = matrix_vector_product(p)
         # math: \alpha = r^\top r / p^\top A p
         # math: x \leftarrow x + \alpha p, \quad r \leftarrow r - \alpha A p
@@ -331,21 +337,24 @@ def trpo_step(agent, params, obs, actions, advantages, args):
     fvp = fisher_vector_product(mean_kl(agent, obs, old), params, args.cg_damping)  # v ↦ (H+cI)v
     # x ≈ H⁻¹g, the natural gradient: 10 iterations, as in Schulman et al. (2015)
     x = conjugate_gradient(fvp, g, 10)
-    # The longest step along x that the quadratic model of the KL keeps inside the region:
-    # math: \tfrac12 (\beta x)^\top H (\beta x) = \delta \iff \beta = \sqrt{2\delta / x^\top H x}
-    full_step = (2 * args.max_kl / (x @ fvp(x))) ** 0.5 * x
+    # The longest step along x that the quadratic model of the KL keeps inside the region, with
+    # the damped (H + cI) of `fvp` standing in for H; x = 0 (a zero gradient) gives a zero step:
+    # math: \tfrac12 \beta^2 x^\top(H+cI)x = \delta \iff \beta = \sqrt{2\delta / x^\top(H+cI)x}
+    full_step = (2 * args.max_kl / (x @ fvp(x)).clamp_min(1e-30)) ** 0.5 * x
 
     def acceptable():  # at the current θ: inside the trust region, and L rose
         new_logprob = agent.get_action_and_value(obs, actions)[1]
         return (mean_kl(agent, obs, old) <= args.max_kl
                 and surrogate(new_logprob, old_logprob, advantages) > objective)
 
-    # At most 10 backtracks by 0.8, as in SB3-contrib's TRPO and Spinning Up's.
+    # At most 10 tries, the full step shrunk by 0.8^k for k = 0..9, as in SB3-contrib's TRPO
+    # and Spinning Up's.
     backtracks = line_search(params, full_step, acceptable, 0.8, 10)
     # The mean KL that the update reached, measured exactly; the other scripts estimate it from
     # the samples (approx_kl, which the guard rail reads): here that key gets the exact value.
     kl = mean_kl(agent, obs, old).item()
-    return {"kl": kl, "approx_kl": kl, "backtracks": backtracks, "entropy": entropy.mean().item()}
+    return {"kl": kl, "approx_kl": kl, "backtracks": backtracks, "entropy": entropy.mean().item(),
+            "step_accepted": float(backtracks < 10)}  # 0: every try rejected, θ stayed θ_old
 
 
 def value_loss(value, returns):
@@ -508,8 +517,9 @@ def fail(message):
 
 def check_args(args):
     """Refuse a bad setup in one line, before anything is built; return the env made to check it."""
-    if not hasattr(gym.vector, "AutoresetMode"):
-        fail(f"needs gymnasium 1.1 or newer, found {gym.__version__}: pip install -U gymnasium")
+    # Before 1.4, the vector RecordEpisodeStatistics miscounts episodes under SAME_STEP autoreset.
+    if tuple(map(int, gym.__version__.split(".")[:2])) < (1, 4):
+        fail(f"needs gymnasium 1.4 or newer, found {gym.__version__}: pip install -U gymnasium")
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     if args.capture_video and not importlib.util.find_spec("moviepy"):
@@ -550,6 +560,7 @@ class Run:
     def __init__(self, args, agent, writer):
         self.args, self.agent, self.writer = args, agent, writer
         self.last_step, self.last_weights = 0, nn.utils.parameters_to_vector(agent.parameters())
+        self.steps_accepted = 0  # updates whose line search accepted a step
         signal.signal(signal.SIGINT, self.ctrl_c)
 
     def ctrl_c(self, *_):
@@ -574,6 +585,7 @@ class Run:
             self.end(global_step, f"a loss or weight became NaN or inf in the update ending "
                      f"at step {global_step:,}; a learning rate too large? rewards of huge scale?")
         self.last_step, self.last_weights = global_step, weights
+        self.steps_accepted += losses["step_accepted"]
         if losses["approx_kl"] > 1:
             print(f"warning: the update ending at step {global_step:,} moved the policy far "
                   f"(approx-KL {losses['approx_kl']:.3g}); is the learning rate too large?",
@@ -594,6 +606,9 @@ class Run:
             print(f"model saved to {self.writer.log_dir}/model.pt (the weights of step "
                   f"{global_step:,})")
         self.writer.flush()  # all that a Ctrl-C during the evaluation would lose
+        if global_step and not self.steps_accepted:
+            print("warning: the line search rejected the step of every update: the policy never "
+                  "moved (a zero gradient? is every advantage 0?)", file=sys.stderr)
         if error:
             fail(error)
         if self.stopping:

@@ -401,8 +401,9 @@ def fail(message):
 
 def check_args(args):
     """Refuse a bad setup in one line, before anything is built; return the env made to check it."""
-    if not hasattr(gym.vector, "AutoresetMode"):
-        fail(f"needs gymnasium 1.1 or newer, found {gym.__version__}: pip install -U gymnasium")
+    # Before 1.4, the vector RecordEpisodeStatistics miscounts episodes under SAME_STEP autoreset.
+    if tuple(map(int, gym.__version__.split(".")[:2])) < (1, 4):
+        fail(f"needs gymnasium 1.4 or newer, found {gym.__version__}: pip install -U gymnasium")
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     if args.capture_video and not importlib.util.find_spec("moviepy"):

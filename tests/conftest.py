@@ -77,9 +77,19 @@ class TickEnv(gym.Env):
         return np.array([float(self.t), 1.0], np.float32), 1.0, False, False, {}
 
 
+class TickEndsEnv(TickEnv):
+    """TickEnv whose episode terminates (no time limit) at step TICK_LIMIT."""
+
+    def step(self, action):
+        obs, reward, _, truncated, info = super().step(action)
+        return obs, reward, self.t == TICK_LIMIT, truncated, info
+
+
 TICK_LIMIT = 5
 gym.register("TickDiscrete-v0", entry_point=TickEnv, max_episode_steps=TICK_LIMIT)
 gym.register("TickContinuous-v0", entry_point=TickEnv, max_episode_steps=TICK_LIMIT, kwargs={"continuous": True})
+gym.register("TickEndsDiscrete-v0", entry_point=TickEndsEnv)
+gym.register("TickEndsContinuous-v0", entry_point=TickEndsEnv, kwargs={"continuous": True})
 
 
 def assert_policy_equals_library(policy, library_dist, obs, params, continuous: bool) -> None:

@@ -64,6 +64,8 @@ OWN_BAD_INPUT = [
     ("ppo_continuous.py", ["--env-id", "CartPole-v1"], "use ppo_discrete.py"),
     ("ppo_discrete.py", ["--num-minibatches", "7"], "must split into --num-minibatches 7"),
     ("ppo_continuous.py", ["--num-minibatches", "7"], "must split into --num-minibatches 7"),
+    ("ppo_discrete.py", ["--num-envs", "1", "--num-steps", "4", "--num-minibatches", "4"], "--norm-adv needs minibatches"),
+    ("ppo_continuous.py", ["--num-steps", "64", "--num-minibatches", "64"], "--norm-adv needs minibatches"),
     ("vpg.py", ["--vf-iters", "0"], "--vf-iters"),
     ("trpo.py", ["--cg-damping", "0"], "--cg-damping"),
     ("trpo.py", ["--max-kl", "-0.01"], "--max-kl"),

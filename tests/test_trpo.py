@@ -201,3 +201,80 @@ def test_learns_pendulum(log_dir):
                                   eval_episodes=0))
     last_20 = [r for _, r in result["episodic_returns"][-20:]]
     assert np.mean(last_20) >= -300, last_20
+
+
+class ArmsEnv(gym.Env):
+    """One constant observation and `n` actions: action 1 earns +1, every other −1; 10 steps an
+    episode. Its Fisher matrix is so simple that conjugate gradient converges at its first
+    iteration. With n = 1 there is no choice to make: every gradient of log π is 0."""
+
+    def __init__(self, n: int = 2):
+        self.observation_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(n)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.ones(1, np.float32), {}
+
+    def step(self, action):
+        return np.ones(1, np.float32), 1.0 if action == 1 else -1.0, False, False, {}
+
+
+gym.register("TwoArms-v0", entry_point=ArmsEnv, max_episode_steps=10)
+gym.register("OneArm-v0", entry_point=ArmsEnv, max_episode_steps=10, kwargs={"n": 1})
+
+
+def test_conjugate_gradient_stops_at_a_zero_residual(module=trpo):
+    """A = 2I is solved exactly by the first step; the residual is then 0, and a second step
+    would divide 0 by 0. A zero right-hand side gives x = 0 without any step."""
+    b = torch.randn(5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    products = []
+    x = module.conjugate_gradient(lambda v: products.append(v) or 2 * v, b, iters=10)
+    torch.testing.assert_close(x, b / 2)
+    assert len(products) == 1
+    assert torch.equal(module.conjugate_gradient(lambda v: 2 * v, torch.zeros(5), iters=10), torch.zeros(5))
+
+
+def spy_on_steps(monkeypatch) -> list:
+    """Make trpo_step's line search record the full step it is given."""
+    steps, real = [], trpo.line_search
+    monkeypatch.setattr(trpo, "line_search", lambda params, step, *a: steps.append(step.clone()) or real(params, step, *a))
+    return steps
+
+
+def test_a_zero_gradient_gives_a_zero_step_and_an_update_marked_rejected(monkeypatch):
+    agent, obs, actions, _ = batch()
+    before = torch.nn.utils.parameters_to_vector(agent.parameters()).clone()
+    steps = spy_on_steps(monkeypatch)
+    stats = trpo.trpo_step(agent, policy_params(agent), obs, actions, torch.zeros(512), ARGS)
+    assert torch.equal(steps[0], torch.zeros_like(steps[0]))  # zero, not NaN
+    assert torch.equal(torch.nn.utils.parameters_to_vector(agent.parameters()), before)
+    assert stats["kl"] == 0 and stats["step_accepted"] == 0 and stats["backtracks"] == 10
+
+
+def test_learns_an_env_where_conjugate_gradient_converges_at_once(monkeypatch, log_dir):
+    """On TwoArms every conjugate gradient stops after its first iteration (or before it, once
+    the gradient is all but 0), and the policy still learns: the right action every time, +10
+    an episode."""
+    iterations, real = [], trpo.conjugate_gradient
+
+    def counting(product, b, iters):
+        calls = []
+        x = real(lambda v: calls.append(1) or product(v), b, iters)
+        iterations.append(len(calls))
+        return x
+
+    monkeypatch.setattr(trpo, "conjugate_gradient", counting)
+    result = trpo.train(short_args(trpo, log_dir, env_id="TwoArms-v0", num_envs=2, num_steps=100, total_timesteps=6000))
+    assert iterations[0] == 1 and max(iterations) == 1
+    assert np.mean([r for _, r in result["episodic_returns"][-10:]]) >= 9.5
+
+
+def test_a_run_whose_every_step_is_rejected_says_so(monkeypatch, log_dir, capsys):
+    """OneArm: log π is always 0, so the gradient is 0, every update takes a zero step (never NaN)
+    and the run ends with one line that says the policy never moved."""
+    steps = spy_on_steps(monkeypatch)
+    result = trpo.train(short_args(trpo, log_dir, env_id="OneArm-v0", num_envs=2, num_steps=100, total_timesteps=600))
+    assert len(result["episodic_returns"]) == 60 and len(steps) == 3
+    assert all(torch.equal(step, torch.zeros_like(step)) for step in steps)
+    assert "the line search rejected the step of every update" in capsys.readouterr().err

@@ -3,9 +3,12 @@
 bootstrapped with the value of the real final observation, which the vector env reports in
 infos["final_obs"] while it already returns the next episode's first observation."""
 
+import glob
+
 import pytest
 import torch
-from conftest import TICK_LIMIT, short_args
+from conftest import SCRIPTS, TICK_LIMIT, _module, short_args
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import ppo_continuous
 import ppo_discrete
@@ -74,3 +77,27 @@ def test_no_bootstrap_truncation_counts_a_truncation_as_a_termination(module, mo
     cut = truncations.bool()
     torch.testing.assert_close(off[5][cut], rewards[cut] - values[cut])  # A_t = r_t − V(s_t): no future
     assert not torch.allclose(advantages_on[cut], off[5][cut])  # the default bootstraps: it differs
+
+
+@pytest.mark.parametrize("env_id", ["TickDiscrete-v0", "TickContinuous-v0", "TickEndsDiscrete-v0", "TickEndsContinuous-v0"])
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_episode_is_logged_with_its_true_length_and_return(name, env_id, log_dir):
+    """Every episode lasts TICK_LIMIT steps at reward 1, cut by a time limit (Tick) or
+    terminated (TickEnds), and every one is logged so, the first of each env and all after it.
+    (Gymnasium before 1.4 logged each env's later episodes one step short, and reinforce.py, which
+    took its episode boundaries from those counts, failed.)"""
+    module = _module(name)
+    if "Continuous" in env_id and module.__name__ == "ppo_discrete":
+        pytest.skip("ppo_discrete.py is for Discrete actions")
+    if "Discrete" in env_id and module.__name__ == "ppo_continuous":
+        pytest.skip("ppo_continuous.py is for Box actions")
+    sizes = {"reinforce": dict(batch_size=12)}.get(name, dict(num_steps=12))
+    sizes |= dict(num_minibatches=2) if name.startswith("ppo") else {}
+    result = module.train(short_args(module, log_dir, env_id=env_id, num_envs=2, total_timesteps=48, **sizes))
+    (run_dir,) = glob.glob(f"{log_dir}/*")
+    events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
+    events.Reload()
+    lengths = [e.value for e in events.Scalars("charts/episodic_length")]
+    returns = [e.value for e in events.Scalars("charts/episodic_return")]
+    assert len(lengths) >= 8 and set(lengths) == {TICK_LIMIT} and set(returns) == {TICK_LIMIT}
+    assert [r for _, r in result["episodic_returns"]] == returns
