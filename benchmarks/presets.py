@@ -82,6 +82,12 @@ SUITES["figure3-vpg-lr"] = [("vpg", env_id, MILLION + ["--learning-rate", "3e-3"
 CLEANRL_MUJOCO2 = ["HalfCheetah-v4", "Walker2d-v4", "Hopper-v4", "InvertedPendulum-v4", "Humanoid-v4"]
 SUITES["cleanrl-mujoco2"] = [("ppo_continuous", env_id, [], THREE_SEEDS, "mujoco-2.3.7") for env_id in CLEANRL_MUJOCO2]
 
+# trpo.py's conjugate gradient stops once rᵀr < 1e-10 (as Baselines' and SB3-contrib's do); before,
+# it always ran 10 iterations, which on CartPole reach 1e-20 and changed later bits. The classic
+# trpo cells again with that stop, to compare with their runs made before it (RESULTS.md).
+SUITES["trpo-cg-stop"] = [("trpo", "CartPole-v1", [], FIVE_SEEDS, "cg-stop"),
+                          ("trpo", "LunarLander-v3", MILLION, FIVE_SEEDS, "cg-stop")]
+
 # trpo.py against the RL Zoo's TRPO on MuJoCo: the Zoo's batch (2 envs × 1024 steps, so 488 updates
 # in 1M steps instead of 250) and λ 0.95, everything else at trpo.py's defaults, on seed 1. Its other
 # difference, VecNormalize, is measured by benchmarks/trpo_normalized.py. See results_notes.md.
