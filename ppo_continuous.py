@@ -195,7 +195,8 @@ class Agent(nn.Module):
 
     def normalize_obs(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
         """(B, obs_dim) -> (B, obs_dim): each feature to mean 0 and std 1 under the running
-        statistics, so that no tanh unit saturates or idles (continuous details 6-7)."""
+        statistics, so that features of very different scales reach the first tanh layer on one
+        scale (continuous details 6-7)."""
         if not self.norm_obs:  # --no-norm-obs, an ablation: the raw observations
             return obs
         if update:  # update=False freezes the statistics, as in evaluation
@@ -324,10 +325,11 @@ class RewardScaler:
         self.discounted_return = np.zeros(num_envs)  # R_t of each env
 
     def scale(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
-        """(N,) -> (N,). Divide by the std of R_t, a running discounted sum of past rewards, not
-        by the reward's std (the reference code's VecNormalize): R_t is on the scale of a
-        discounted return, so the value targets lose the env's reward scale. The mean is not
-        subtracted, so the sign of r is kept; the targets are of order 1, often several times 1."""
+        """(N,) -> (N,). Divide each reward by the std of R_t, a running discounted sum of past
+        rewards, as the reference code's VecNormalize does (not by the std of the rewards
+        themselves): R_t is on the scale of a discounted return, so the value targets lose the
+        env's reward scale. The mean is not subtracted, so the sign of r is kept; the targets are
+        of order 1, often several times 1."""
         # math: R_t = \gamma R_{t-1} + r_t
         # math: \tilde r_t = \mathrm{clip}\big(r_t / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)
         self.discounted_return = self.gamma * self.discounted_return + reward
@@ -456,9 +458,11 @@ def train(args: Args) -> dict:
                 mb_advantages = b_advantages[mb_inds]
                 # Normalised per minibatch (core detail 7). For the unclipped term r·Â, the mean
                 # is a baseline (it leaves the expected gradient alone: E_{a~π_old}[∇r] =
-                # ∇ Σ_a π_θ(a|s) = 0) and the std rescales the step. In the clipped loss it does
-                # more: shifting Â changes which samples are clipped, so after the first
-                # minibatch it changes the expected update too.
+                # ∇ Σ_a π_θ(a|s) = 0). In the clipped loss it does more: shifting Â changes which
+                # samples are clipped, so after the first minibatch it changes the expected
+                # update too. Dividing by the std scales the policy term alone: it shares one loss
+                # and one gradient-norm clip with the value and entropy terms, so this changes
+                # their relative weights and what the clip cuts.
                 if args.norm_adv:
                     mb_mean, mb_std = mb_advantages.mean(), mb_advantages.std()
                     mb_advantages = (mb_advantages - mb_mean) / (mb_std + 1e-8)

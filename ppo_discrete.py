@@ -373,9 +373,11 @@ def train(args: Args) -> dict:
                 mb_advantages = b_advantages[mb_inds]
                 # Normalised per minibatch (core detail 7). For the unclipped term r·Â, the mean
                 # is a baseline (it leaves the expected gradient alone: E_{a~π_old}[∇r] =
-                # ∇ Σ_a π_θ(a|s) = 0) and the std rescales the step. In the clipped loss it does
-                # more: shifting Â changes which samples are clipped, so after the first
-                # minibatch it changes the expected update too.
+                # ∇ Σ_a π_θ(a|s) = 0). In the clipped loss it does more: shifting Â changes which
+                # samples are clipped, so after the first minibatch it changes the expected
+                # update too. Dividing by the std scales the policy term alone: it shares one loss
+                # and one gradient-norm clip with the value and entropy terms, so this changes
+                # their relative weights and what the clip cuts.
                 if args.norm_adv:
                     mb_mean, mb_std = mb_advantages.mean(), mb_advantages.std()
                     mb_advantages = (mb_advantages - mb_mean) / (mb_std + 1e-8)

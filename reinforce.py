@@ -195,9 +195,14 @@ def reinforce_loss(logprob, returns):
     """
     # The estimate ĝ of ∇J from the batch's episodes τ ∈ D (Williams 1992, rewards-to-go form):
     # math: \hat g = \frac{1}{|D|} \sum_\tau \sum_t \nabla_\theta \log \pi_\theta(a_t|s_t)\, G_t
+    # Sutton & Barto (§13.3) also weight step t by γ^t, which makes ĝ the gradient of the
+    # discounted return from the first state; like most implementations (Spinning Up's too), this
+    # file leaves γ^t out, so a late step counts as much as an early one.
     # The loss averages over the B steps instead of the |D| episodes: that rescales each batch's
-    # gradient by |D|/B > 0, which leaves its direction alone and which Adam's normalised steps
-    # barely feel.
+    # gradient by |D|/B, one over the batch's mean episode length. Its direction stays, but the
+    # scale is no constant: on CartPole, as episodes grow from about 20 steps to 500, it falls
+    # about 25×. Adam's step is blind only to a constant scale of the gradient, so this acts as
+    # a hidden decay of the step size.
     # math: L(\theta) = -\frac{1}{B}\sum_t \log \pi_\theta(a_t|s_t)\, G_t
     # math: -\nabla_\theta L = \frac{|D|}{B}\, \hat g
     return -(logprob * returns).mean()

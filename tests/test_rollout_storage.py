@@ -3,6 +3,7 @@ V and, for PPO, the policy's log π of the action taken, each under the networks
 The scripts keep these in tensors or NumPy arrays for speed; a value put in the wrong step, the
 wrong buffer or lost in a conversion shows here."""
 
+import pytest
 import torch
 from conftest import short_args
 
@@ -84,3 +85,24 @@ def test_vpg_first_critic_step_reproduces_the_stored_values(monkeypatch, log_dir
     tick_run(vpg, log_dir)
     assert gae_values[0].abs().min() > 0
     torch.testing.assert_close(critic_values[0], gae_values[0].reshape(-1))  # (T·N,)
+
+
+def test_ppo_minibatch_advantages_are_normalised_to_mean_0_and_std_1(ppo_script, monkeypatch, log_dir):
+    """--norm-adv (core detail 7): the advantages each minibatch hands to the loss have mean 0 and
+    std 1 within that minibatch (the rollout's are far from both: on Tick every reward is 1);
+    --no-norm-adv hands over the rollout's own values."""
+    module, gae_out, given = ppo_script, [], []
+    real_gae, real_loss = module.compute_gae, module.ppo_loss
+    monkeypatch.setattr(module, "compute_gae", lambda *a: (gae_out.append(real_gae(*a)), gae_out[-1])[1])
+    monkeypatch.setattr(module, "ppo_loss",
+                        lambda new_lp, old_lp, adv, *rest: (given.append(adv.clone()), real_loss(new_lp, old_lp, adv, *rest))[1])
+    for norm_adv in (True, False):
+        given.clear()
+        tick_run(module, log_dir, norm_adv=norm_adv, update_epochs=1)
+        rollout = gae_out[-1][0].reshape(-1)  # the batch's advantages, (T·N,)
+        assert len(given) == 2 and rollout.mean() > 1
+        for mb in given:
+            if norm_adv:
+                assert abs(mb.mean().item()) < 1e-5 and mb.std().item() == pytest.approx(1.0, abs=1e-4)
+            else:
+                assert torch.isin(mb, rollout).all()

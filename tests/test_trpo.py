@@ -278,3 +278,27 @@ def test_a_run_whose_every_step_is_rejected_says_so(monkeypatch, log_dir, capsys
     assert len(result["episodic_returns"]) == 60 and len(steps) == 3
     assert all(torch.equal(step, torch.zeros_like(step)) for step in steps)
     assert "the line search rejected the step of every update" in capsys.readouterr().err
+
+
+def test_critic_regresses_on_lambda_one_returns_and_the_step_gets_normalised_lambda_advantages(monkeypatch, log_dir):
+    """Inside a real run, as in vpg.py: the critic's targets are GAE's returns with λ = 1, and the
+    trust-region step gets the advantages with the run's λ, normalised over the batch."""
+    gae_inputs, targets, step_advantages = [], [], []
+    real_gae, real_value_loss, real_step = trpo.compute_gae, trpo.value_loss, trpo.trpo_step
+
+    def spy_gae(*args):
+        gae_inputs.append([a.clone() if torch.is_tensor(a) else a for a in args])
+        return real_gae(*args)
+
+    monkeypatch.setattr(trpo, "compute_gae", spy_gae)
+    monkeypatch.setattr(trpo, "value_loss", lambda v, r: (targets.append(r.clone()), real_value_loss(v, r))[1])
+    monkeypatch.setattr(trpo, "trpo_step", lambda ag, p, o, ac, adv, args: (step_advantages.append(adv.clone()),
+                                                                           real_step(ag, p, o, ac, adv, args))[1])
+    trpo.train(short_args(trpo, log_dir, total_timesteps=1024, num_steps=256, vf_iters=2))
+    rewards, values, next_values, terminations, truncations, gamma, gae_lambda = gae_inputs[0][:7]
+    assert gae_lambda == 0.97
+    _, expected_targets = real_gae(rewards, values, next_values, terminations, truncations, gamma, 1.0)
+    torch.testing.assert_close(targets[0], expected_targets.reshape(-1))
+    advantages, _ = real_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda)
+    a = advantages.reshape(-1)
+    torch.testing.assert_close(step_advantages[0], (a - a.mean()) / (a.std() + 1e-8))

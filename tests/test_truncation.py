@@ -12,10 +12,11 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import ppo_continuous
 import ppo_discrete
+import trpo
 import vpg
 
 
-@pytest.mark.parametrize("module", [ppo_discrete, vpg])
+@pytest.mark.parametrize("module", [ppo_discrete, vpg, trpo])
 def test_rollout_bootstraps_truncation_with_final_observation(module, monkeypatch, log_dir):
     """Inside a real training run: at a time-limit truncation, the V(s_{t+1}) handed to GAE is the
     critic's value of the real final observation (t = L), not of the reset observation; elsewhere
