@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from presets import CLEANRL_V4, FIGURE3_ENVS, PPO_PAPER_FIGURE3, REFERENCES, SUITES  # noqa: E402
+from presets import CLEANRL_MUJOCO2, CLEANRL_V4, FIGURE3_ENVS, PPO_PAPER_FIGURE3, REFERENCES, SUITES  # noqa: E402
 from run import DEFAULT_OUT, load_results, matrix  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,6 +212,78 @@ def figure3(results: list[dict], out: Path, md_path: Path) -> list[str]:
     return lines
 
 
+def by_cell(results: list[dict]) -> dict:
+    """(algo, env_id, variant) -> {seed: run} of the finished runs."""
+    cells = defaultdict(dict)
+    for r in results:
+        if r["status"] == "ok":
+            cells[r["algo"], r["env_id"], r.get("variant")][r["seed"]] = r
+    return cells
+
+
+def compare(before: list[float], after: list[float]) -> str:
+    """after − before with its 95% bootstrap interval, and a verdict."""
+    diff, low, high = difference_interval(after, before)
+    verdict = "higher" if low > 0 else "lower" if high < 0 else "cannot tell apart"
+    return f"{diff:+.1f} [{low:+.1f}, {high:+.1f}] | {verdict}"
+
+
+def mujoco2_section(results: list[dict]) -> list[str]:
+    """ppo_continuous.py on mujoco 2.3.7 (the cleanrl-mujoco2 suite) beside its mujoco 4 runs of the
+    same seeds and CleanRL's published figures, which were made on mujoco 2."""
+    cells, variant = by_cell(results), SUITES["cleanrl-mujoco2"][0][4]
+    if not any(cells.get(("ppo_continuous", e, variant)) for e in CLEANRL_MUJOCO2):
+        return []
+    seeds = SUITES["cleanrl-mujoco2"][0][3]
+    lines = ["## `ppo_continuous.py` against CleanRL on CleanRL's simulator", "",
+             f"CleanRL's v4 table was made on mujoco 2 (its install pins `mujoco<=2.3.3`); the figure3 runs above use "
+             f"mujoco 4. The suite `cleanrl-mujoco2` runs the same commands (seeds {', '.join(map(str, seeds))}, 1M steps) "
+             "on mujoco 2.3.7, in a venv of its own (the Pusher-v4 commands above), so that \"above\" or \"below\" "
+             "CleanRL is measured on its simulator. Final returns, mean ± std over seeds (ddof 0); the difference is "
+             "mujoco 2.3.7 − mujoco 4 with a 95% bootstrap interval of the seeds.", "",
+             "| env | mujoco 4.0.0 | mujoco 2.3.7 | per seed (2.3.7) | CleanRL (v4, mujoco 2) | 2.3.7 against CleanRL "
+             "| 2.3.7 − 4.0.0 [95%] | |", "|---|---|---|---|---|---|---|---|"]
+    for env_id in CLEANRL_MUJOCO2:
+        new = [cells["ppo_continuous", env_id, variant][s]["final_return"] for s in seeds
+               if s in cells["ppo_continuous", env_id, variant]]
+        old = [cells["ppo_continuous", env_id, None][s]["final_return"] for s in seeds if s in cells["ppo_continuous", env_id, None]]
+        mean, std = CLEANRL_V4[env_id]
+        verdict = ("" if len(new) < len(seeds) else "above its mean" if np.mean(new) >= mean
+                   else "within one std below" if np.mean(new) >= mean - std else "more than one std below")
+        done = len(new) == len(seeds) == len(old)
+        lines.append(f"| {env_id} | {mean_std(old, len(seeds))} | {mean_std(new, len(seeds))} | "
+                     f"{' / '.join(f'{f:.1f}' for f in new)} | {mean:.2f} ± {std:.2f} | {verdict} | "
+                     + (compare(old, new) if done else " | ") + " |")
+    return lines + [""]
+
+
+def cg_stop_section(results: list[dict]) -> list[str]:
+    """trpo.py after its conjugate gradient got its stop (the trpo-cg-stop suite) beside the runs of
+    the same cells and seeds made before it."""
+    cells = by_cell(results)
+    rows = []
+    for script, env_id, _, seeds, variant in SUITES["trpo-cg-stop"]:
+        after, before = cells.get((script, env_id, variant), {}), cells.get((script, env_id, None), {})
+        if not after:
+            continue
+        both = [s for s in seeds if s in after and s in before]
+        same = sum(after[s]["curve"]["return"] == before[s]["curve"]["return"] for s in both)
+        a, b = [after[s]["final_return"] for s in both], [before[s]["final_return"] for s in both]
+        rows.append(f"| {env_id} | {len(both)} of {len(seeds)} | {mean_std(b, len(both))} | {mean_std(a, len(both))} | "
+                    f"{same} | " + (compare(b, a) if len(both) > 1 else " | ") + " |")
+    if not rows:
+        return []
+    return ["## `trpo.py`'s conjugate-gradient stop", "",
+            "Conjugate gradient now stops once rᵀr < 1e-10, as OpenAI Baselines' and SB3-contrib's TRPO do (before, it "
+            "always ran 10 iterations; past convergence those divide round-off by round-off, and on a residual of exactly "
+            "0 they gave a NaN step). On CartPole its residual falls below 1e-10 after 5 or 6 iterations in the first "
+            "updates of a run (seed 1), so the new stop changes the runs' later bits. The classic cells rerun with it (suite `trpo-cg-stop`), against the runs made "
+            "before it (final returns, mean ± std over seeds, ddof 0; the difference is after − before with a 95% "
+            "bootstrap interval):", "",
+            "| env | seeds | before | after | runs with the identical curve | after − before [95%] | |",
+            "|---|---|---|---|---|---|---|", *rows, ""]
+
+
 def write_ablations(results: list[dict], out: Path, md_path: Path) -> None:
     """ABLATIONS.md: each cell of the ablations suite beside its default, over the suite's seeds."""
     done = {(r["algo"], r["env_id"], r.get("variant"), r["seed"]): r for r in results if r["status"] == "ok"}
@@ -291,7 +363,10 @@ def main() -> None:
              f"Made by `python benchmarks/report.py` from the runs in `{display(args.out)}/runs/` "
              "(one `result.json` per run: command, versions, machine, wall time, SPS, full learning curve).",
              "Final return: mean over seeds of each run's mean return over its last 100 training episodes "
-             "(stochastic policy; CleanRL's metric), ± the standard deviation over seeds.", ""]
+             "(stochastic policy; CleanRL's metric), ± the standard deviation over seeds (the population std, ddof 0, "
+             "as CleanRL's tables). Curves and \"best of the curve\": at each step, the mean return of the last "
+             f"{WINDOW} training episodes finished by then. Greedy evaluation: after training, each run's mean over "
+             "10 episodes with the mean (or most probable) action.", ""]
     common, other_versions = {}, {}
     if finished:
         m = finished[0]["machine"]
@@ -307,6 +382,8 @@ def main() -> None:
                   "other work too, so wall time and SPS are those of a busy machine: `benchmarks/` measures learning, "
                   "not speed.", ""]
     lines += figure3(finished, args.out, args.results_md)
+    everything = load_results(args.out)  # the variants too
+    lines += mujoco2_section(everything) + cg_stop_section(everything)
     for env_id in sorted(cells):
         png = args.out / f"{env_id}.png"
         plot_env(env_id, cells[env_id], png)

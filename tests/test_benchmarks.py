@@ -387,3 +387,26 @@ def test_report_redraws_figure3_with_both_tables_and_the_verdict_against_cleanrl
     pusher = text[text.index("## Pusher-v4"):]
     assert "These runs used mujoco 2.3.7, not the version on the machine line above." in pusher
     assert text.count("These runs used") == 1
+
+
+def test_report_compares_the_mujoco2_runs_and_the_cg_stop_runs_with_their_counterparts(tmp_path):
+    """The mujoco 2.3.7 cells beside the mujoco 4 runs of the same seeds and CleanRL's figure, with
+    the verdict taken on mujoco 2.3.7; the trpo-cg-stop cells beside the runs made before the stop,
+    counting the identical curves; each with the difference's bootstrap interval."""
+    for spec in run.matrix("figure3") + run.matrix("cleanrl-mujoco2") + run.matrix("classic") + run.matrix("trpo-cg-stop"):
+        if spec["algo"] == "ppo_continuous" and spec["env_id"] == "HalfCheetah-v4":
+            fake_result(tmp_path, spec, (1000.0 if spec["variant"] else 4000.0) + 10 * spec["seed"])
+        elif spec["algo"] == "trpo" and spec["env_id"] == "CartPole-v1":
+            fake_result(tmp_path, spec, 500.0 - (spec["seed"] if spec["variant"] and spec["seed"] > 3 else 0))
+    made = subprocess.run([sys.executable, "benchmarks/report.py", "--out", str(tmp_path), "--results-md",
+                           str(tmp_path / "RESULTS.md")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "RESULTS.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| HalfCheetah-v4 | 4020.0 ± 8.2 | 1020.0"))
+    assert row.startswith("| HalfCheetah-v4 | 4020.0 ± 8.2 | 1020.0 ± 8.2 | 1010.0 / 1020.0 / 1030.0 | 1442.64 ± 46.03 | "
+                          "more than one std below | -3000.0 [")
+    assert row.endswith("| lower |")
+    assert "| Walker2d-v4 | not yet run | not yet run |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| CartPole-v1 | 5 of 5 |"))
+    assert row.startswith("| CartPole-v1 | 5 of 5 | 500.0 ± 0.0 | 498.2 ± 2.2 | 3 | -1.8 [")
+    assert "ddof 0" in text[:text.index("## Figure 3")]  # ± defined once, at the top
