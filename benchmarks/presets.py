@@ -119,7 +119,7 @@ SUITES["ablations"] = ABLATIONS
 REFERENCES = {
     ("ppo_discrete", "CartPole-v1"): "CleanRL ppo.py 490.04 ± 6.12 at 500k (last-100 training mean, 3 seeds)",
     ("ppo_discrete", "LunarLander-v3"): "SB3 Zoo PPO 242.1 ± 31.8 (one agent, deterministic eval, LunarLander-v2)",
-    ("ppo_continuous", "HalfCheetah-v4"): "CleanRL 1442.64 ± 46.03 published; its script gave 2720 ± 953 here (seeds 1-3)",
+    ("ppo_continuous", "HalfCheetah-v4"): "CleanRL 1442.64 ± 46.03 at 1M (3 seeds)",
     ("ppo_continuous", "Hopper-v4"): "CleanRL 2382.86 ± 271.74 at 1M (3 seeds); its script gave 2012 ± 128 here (seeds 1-3)",
     ("ppo_continuous", "Walker2d-v4"): "CleanRL 2287.95 ± 571.78 at 1M (3 seeds)",
     ("vpg", "HalfCheetah-v4"): "Spinning Up VPG ~-50 at 1M, ~630 at 3M (HalfCheetah-v3, read off its figure)",

@@ -15,6 +15,7 @@ env, and a table of the difference of final returns with a 95% bootstrap interva
 """
 
 import argparse
+import json
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -254,7 +255,18 @@ def mujoco2_section(results: list[dict]) -> list[str]:
         lines.append(f"| {env_id} | {mean_std(old, len(seeds))} | {mean_std(new, len(seeds))} | "
                      f"{' / '.join(f'{f:.1f}' for f in new)} | {mean:.2f} ± {std:.2f} | {verdict} | "
                      + (compare(old, new) if done else " | ") + " |")
-    return lines + [""]
+    return lines + ["", cpus("The mujoco 4 runs", [r for (a, e, v), runs in cells.items() if a == "ppo_continuous"
+                                                     and e in CLEANRL_MUJOCO2 and v is None for r in runs.values()],
+                             "the mujoco 2.3.7 runs", [r for (a, e, v), runs in cells.items() if v == variant
+                                                      for r in runs.values()]), ""]
+
+
+def cpus(name_a: str, runs_a: list[dict], name_b: str, runs_b: list[dict]) -> str:
+    """Which CPUs two groups of runs were made on: a run repeats bit for bit only on the same kind of
+    CPU (its kernels round differently), so across kinds two runs of one seed are two samples."""
+    a, b = (", ".join(sorted({r["machine"]["cpu"] for r in runs})) for runs in (runs_a, runs_b))
+    same = "the same CPU" if a == b else "different CPUs, whose round-off differs, so a seed does not repeat bit for bit"
+    return f"{name_a} ran on {a}, {name_b} on {b}: {same}."
 
 
 def cg_stop_section(results: list[dict]) -> list[str]:
@@ -281,7 +293,28 @@ def cg_stop_section(results: list[dict]) -> list[str]:
             "before it (final returns, mean ± std over seeds, ddof 0; the difference is after − before with a 95% "
             "bootstrap interval):", "",
             "| env | seeds | before | after | runs with the identical curve | after − before [95%] | |",
-            "|---|---|---|---|---|---|---|", *rows, ""]
+            "|---|---|---|---|---|---|---|", *rows, "",
+            cpus("The runs before", [r for (a, e, v), runs in cells.items() if a == "trpo" and v is None
+                                     and e in {c[1] for c in SUITES["trpo-cg-stop"]} for r in runs.values()],
+                 "the runs after", [r for (a, e, v), runs in cells.items() if v == "cg-stop" for r in runs.values()])
+            + " The change itself was seen on one machine: the same seed and flags give other weights after it "
+            "(`tests/fingerprint.py`, trpo on CartPole-v1).", ""]
+
+
+def reference_runs() -> list[str]:
+    """One line per peer's run kept in benchmarks/reference_runs/: its seeds' final returns and
+    their mean ± std beside the peer's published figure."""
+    lines = []
+    for path in sorted((ROOT / "benchmarks" / "reference_runs").glob("*.json")):
+        ref = json.loads(path.read_text())
+        finals = [run["final_return"] for run in ref["runs"]]
+        env_id = ref["env_id"]
+        published = "{:.2f} ± {:.2f}".format(*CLEANRL_V4[env_id]) if env_id in CLEANRL_V4 else "none"
+        lines.append(f"  - {env_id}, seeds {', '.join(str(run['seed']) for run in ref['runs'])}, "
+                     f"mujoco {ref['machine']['versions']['mujoco']}: {' / '.join(f'{f:.1f}' for f in finals)} "
+                     f"({np.mean(finals):.1f} ± {np.std(finals):.1f}), against its published {published} "
+                     f"(`{path.name}`)")
+    return lines
 
 
 def write_ablations(results: list[dict], out: Path, md_path: Path) -> None:
@@ -407,13 +440,9 @@ def main() -> None:
         lines += ["```", ""]
     lines += ["## How the reference figures compare", "",
               "- **CleanRL** (`docs/benchmark/ppo*.md`): the mean of each run's last 100 training episodes at the end "
-              "of training (stochastic policy), mean ± std over 3 seeds: the same metric as ours. Its HalfCheetah-v4 "
-              "figure (1442.64 ± 46.03) understates what its script does: run unchanged on this machine it reached "
-              "2720 ± 953 over seeds 1-3 (1459 / 3760 / 2941); HalfCheetah is dominated by seed luck. Its Hopper-v4 "
-              "figure (2382.86 ± 271.74) overstates it: the script run here (on gymnasium 1.4, one wrapper argument "
-              "added) gave 2012.0 ± 127.7 over seeds 1-3 (2021 / 1851 / 2164; curves, commands and setup in "
-              "`reference_runs/`), and CleanRL's own earlier v4 table gives 2051.80 ± 313.94. Its Humanoid-v4 figure "
-              "(716.11 ± 49.08) overstates it too: the script run here gave 643.1 ± 14.0 (659 / 646 / 625).",
+              "of training (stochastic policy), mean ± std over 3 seeds: the same metric as ours. Its script, run on the "
+              "project's machine (`reference_runs/`: the source commit, the patch applied, versions, commands and curves):",
+              *reference_runs(), "",
               "- **RL Baselines3 Zoo** (`benchmark.md`): one trained agent, deterministic evaluation episodes, on "
               "LunarLander-v2 and MuJoCo -v3 (SB3-contrib's TRPO): a different metric (greedy, one seed) and env "
               "version; the TRPO section below compares it with our greedy evaluation too.",
