@@ -199,16 +199,40 @@ class Worker:
             return True, "timeout"
 
 
+def table(log: str) -> str:
+    """Markdown: one row per formula line that has mutants, with the tests that killed them (the
+    first failing test of each mutant) and the mutants that survived, from a saved output."""
+    rows = {}  # (script, line number) -> (killers, survivors)
+    for match in re.finditer(r"^\[\d+/\d+\] (\w+)\.py:(\d+): (.*?)  (killed by (\S+)|SURVIVED)", log, re.M):
+        script, n, mutant, _, killer = match.groups()
+        killers, survivors = rows.setdefault((script, int(n)), (set(), []))
+        if killer:
+            killers.add(killer.split("::")[-1].split("[")[0])
+        else:
+            survivors.append(mutant)
+    lines = ["| script | line | formula | mutants | killed by | survived |", "|---|---|---|---|---|---|"]
+    for (script, n), (killers, survivors) in sorted(rows.items(), key=lambda kv: (SCRIPTS.index(kv[0][0]), kv[0][1])):
+        code = (ROOT / f"{script}.py").read_text().splitlines()[n - 1].split("  #")[0].strip()
+        count = len(re.findall(rf"^\[\d+/\d+\] {script}\.py:{n}: ", log, re.M))
+        killed_by = ", ".join(f"`{k}`" for k in sorted(killers))
+        survived = "<br>".join(f"`{m}`" for m in survivors)
+        lines.append(f"| {script} | {n} | `{code}` | {count} | {killed_by} | {survived} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default="", help="only the scripts whose name contains this")
     parser.add_argument("--list", action="store_true", help="print the mutants and exit")
     parser.add_argument("--timeout", type=float, default=300, help="seconds for one mutant's tests")
     parser.add_argument("--survivors-of", type=Path, help="run only the mutants a saved output of this command lists as SURVIVED")
+    parser.add_argument("--table", type=Path, help="print the formula → test table of a saved output of this command")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker()
+    if args.table:
+        return print(table(args.table.read_text()))
     scripts = [s for s in SCRIPTS if args.only in s]
     all_mutants = [(s, *m) for s in scripts for m in mutants(ROOT / f"{s}.py")]
     if args.survivors_of:  # matched by script and mutated line, not line number (lines may have moved)

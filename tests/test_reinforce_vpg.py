@@ -216,3 +216,36 @@ def test_reinforce_norm_returns_flag(norm_returns, monkeypatch, log_dir):
     raw, given = seen[0], seen[1]
     expected = (raw - raw.mean()) / (raw.std() + 1e-8) if norm_returns else raw
     torch.testing.assert_close(given, expected)
+
+
+@pytest.mark.parametrize("module", [reinforce, vpg])
+def test_logged_approx_kl_is_k3_between_the_policy_before_and_after_the_step(module, monkeypatch, log_dir):
+    """losses/approx_kl of an update is k3 = mean[(r − 1) − log r], r = π_θ(a|s) / π_old(a|s), over
+    the batch: the log-probabilities of the stored actions before the step and after it."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    evaluated = []  # log π of the batch's actions, each time the update evaluates them
+    act = "get_action" if module is reinforce else "get_action_and_value"
+
+    class RecordingAgent(module.Agent):
+        def __init__(self, *a):
+            super().__init__(*a)
+            real = getattr(self, act)
+
+            def recording(obs, action=None):
+                out = real(obs, action)
+                if action is not None:
+                    evaluated.append(out[1].detach().clone())
+                return out
+
+            setattr(self, act, recording)
+
+    monkeypatch.setattr(module, "Agent", RecordingAgent)
+    result = module.train(short_args(module, log_dir, total_timesteps=1024, **({} if module is reinforce else
+                                                                              {"num_steps": 256, "vf_iters": 2})))
+    events = EventAccumulator(result["run_dir"])
+    events.Reload()
+    logged = events.Scalars("losses/approx_kl")[0].value
+    old, new = evaluated[0], evaluated[1]
+    logratio = new - old
+    assert logged > 0 and logged == pytest.approx(((logratio.exp() - 1) - logratio).mean().item(), rel=1e-5)
