@@ -290,9 +290,9 @@ def cg_stop_section(results: list[dict]) -> list[str]:
             "Conjugate gradient now stops once rᵀr < 1e-10, as OpenAI Baselines' and SB3-contrib's TRPO do (before, it "
             "always ran 10 iterations; past convergence those divide round-off by round-off, and on a residual of exactly "
             "0 they gave a NaN step). On CartPole its residual falls below 1e-10 after 5 or 6 iterations in the first "
-            "updates of a run (seed 1), so the new stop changes the runs' later bits. The classic cells rerun with it (suite `trpo-cg-stop`), "
-            "against the runs made "
-            "before it (final returns, mean ± std over seeds, ddof 0; the difference is after − before with a 95% "
+            "updates of a run (seed 1), so the new stop changes the runs' later bits. The classic cells rerun "
+            "with it (suite `trpo-cg-stop`), against the runs made before it (final returns, mean ± std over seeds, "
+            "ddof 0; the difference is after − before with a 95% "
             "bootstrap interval):", "",
             "| env | seeds | before | after | runs with the identical curve | after − before [95%] | |",
             "|---|---|---|---|---|---|---|", *rows, "",

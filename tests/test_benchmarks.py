@@ -399,7 +399,8 @@ def test_report_compares_the_mujoco2_runs_and_the_cg_stop_runs_with_their_counte
         elif spec["algo"] == "trpo" and spec["env_id"] == "CartPole-v1":
             fake_result(tmp_path, spec, 500.0 - (spec["seed"] if spec["variant"] and spec["seed"] > 3 else 0))
     made = subprocess.run([sys.executable, "benchmarks/report.py", "--out", str(tmp_path), "--results-md",
-                           str(tmp_path / "RESULTS.md")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                           str(tmp_path / "RESULTS.md"), "--ablations-md", str(tmp_path / "ABLATIONS.md")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
     text = (tmp_path / "RESULTS.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| HalfCheetah-v4 | 4020.0 ± 8.2 | 1020.0"))
