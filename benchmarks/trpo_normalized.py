@@ -27,6 +27,7 @@ import os
 import platform
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import gymnasium as gym
@@ -36,6 +37,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import trpo  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from run import script_commit  # noqa: E402
 
 
 def make_normalized_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
@@ -63,8 +67,9 @@ def main() -> None:
     trpo.make_vec_env = make_normalized_vec_env
     start = time.time()
     zoo = dict(num_envs=2, num_steps=1024, gae_lambda=0.95) if args.zoo_batch else {}
-    result = trpo.train(trpo.Args(env_id=args.env_id, seed=args.seed, total_timesteps=args.total_timesteps,
-                                  eval_episodes=0, log_dir="/tmp/trpo_normalized_runs", **zoo))
+    trpo_args = trpo.Args(env_id=args.env_id, seed=args.seed, total_timesteps=args.total_timesteps, eval_episodes=0,
+                          log_dir="/tmp/trpo_normalized_runs", **zoo)
+    result = trpo.train(trpo_args)
     returns = result["episodic_returns"]
     record = {
         "command": f"python benchmarks/trpo_normalized.py --env-id {args.env_id} --seed {args.seed}"
@@ -73,6 +78,7 @@ def main() -> None:
         "global_step": result["global_step"], "wall_seconds": round(time.time() - start, 1),
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "gymnasium": gym.__version__},
         "curve": {"step": [s for s, _ in returns], "return": [round(r, 2) for _, r in returns]},
+        "flags": asdict(trpo_args), "script_commit": script_commit("trpo"),  # trpo.py's, as run.py records them
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")

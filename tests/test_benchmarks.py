@@ -3,8 +3,11 @@ aggregation behind the tables and plots on synthetic curves."""
 
 import ast
 import csv
+import dataclasses
+import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -45,6 +48,11 @@ def test_smoke_suite_runs_end_to_end_and_resumes(local_smoke):
         assert float(row["wall_seconds"]) > 0 and float(row["sps"]) > 0 and int(row["total_timesteps"]) >= 1024
     again = run_suite(tmp_path)
     assert "5 already finished, 0 to run" in again.stdout
+    for spec in run.matrix("smoke"):  # each run records every field of its script's Args, and the script's commit
+        result = json.loads((tmp_path / "runs" / spec["id"] / "result.json").read_text())
+        fields = {f.name for f in dataclasses.fields(importlib.import_module(spec["algo"]).Args)}
+        assert set(result["flags"]) == fields and result["flags"]["seed"] == 1 and result["flags"]["eval_episodes"] == 1
+        assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", result["script_commit"])
 
     made = subprocess.run([sys.executable, "benchmarks/report.py", "--out", str(tmp_path), "--results-md",
                            str(tmp_path / "RESULTS.md")], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -188,6 +196,7 @@ def test_trpo_normalized_logs_the_envs_own_returns_and_skips_a_finished_run(tmp_
     record = json.loads(out.read_text())
     assert len(record["curve"]["return"]) == 20 and record["final_return"] < -500  # 4 envs × 1000 steps, 200 each
     assert "--env-id Pendulum-v1 --seed 1" in record["command"] and not out.with_suffix(".tmp").exists()
+    assert record["flags"]["total_timesteps"] == 4000 and record["flags"]["vf_iters"] == 80 and record["script_commit"]
     again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "skipped" in again.stdout
 
