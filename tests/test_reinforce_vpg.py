@@ -196,9 +196,10 @@ def test_vpg_critic_regresses_on_lambda_one_returns_and_actor_gets_lambda_advant
     monkeypatch.setattr(vpg, "compute_gae", spy_gae)
     monkeypatch.setattr(vpg, "value_loss", lambda v, r: (targets.append(r.clone()), real_value_loss(v, r))[1])
     monkeypatch.setattr(vpg, "vpg_loss", lambda lp, a: (policy_advantages.append(a.clone()), real_vpg_loss(lp, a))[1])
-    vpg.train(short_args(vpg, log_dir, total_timesteps=1024, num_steps=256, vf_iters=2))
+    # Tick: every episode is cut by the time limit at step 5, so the targets must stop there too
+    vpg.train(short_args(vpg, log_dir, env_id="TickDiscrete-v0", num_envs=2, total_timesteps=24, num_steps=12, vf_iters=2))
     rewards, values, next_values, terminations, truncations, gamma, gae_lambda = gae_inputs[0][:7]
-    assert gae_lambda == 0.97
+    assert gae_lambda == 0.97 and truncations.sum() == 4
     _, expected_targets = real_gae(rewards, values, next_values, terminations, truncations, gamma, 1.0)
     torch.testing.assert_close(targets[0], expected_targets.reshape(-1))
     advantages, _ = real_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda)
