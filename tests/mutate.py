@@ -115,7 +115,7 @@ def mutants(path: Path) -> list[tuple[int, str, str]]:
 # The test files that pin each script's formulas most directly run first, so that most mutants
 # die in seconds; then the rest of FAST_TESTS.
 FIRST = {"reinforce": ["tests/test_reinforce_vpg.py"], "vpg": ["tests/test_reinforce_vpg.py", "tests/test_math.py"],
-         "trpo": ["tests/test_trpo.py", "tests/test_math.py"],
+         "trpo": ["tests/test_trpo.py", "tests/test_reinforce_vpg.py", "tests/test_math.py"],
          "ppo_discrete": ["tests/test_math.py", "tests/test_ppo_discrete.py"],
          "ppo_continuous": ["tests/test_ppo_continuous.py", "tests/test_math.py"]}
 

@@ -1,6 +1,6 @@
 """Tests specific to reinforce.py and vpg.py: rewards-to-go, the two losses, VPG's value targets,
-REINFORCE's batches of complete episodes, both policy heads, checkpoints, and that CartPole is
-learned. GAE, the command line, determinism and TensorBoard are tested for every script in
+REINFORCE's batches of complete episodes, both policy heads (trpo.py's too, the same code),
+checkpoints, and that CartPole is learned. GAE, the command line, determinism and TensorBoard are tested for every script in
 test_math.py and test_cli_and_runs.py."""
 
 import math
@@ -14,6 +14,7 @@ import torch
 from conftest import TickEnv, assert_policy_equals_library, run_script, short_args
 
 import reinforce
+import trpo
 import vpg
 
 
@@ -98,7 +99,7 @@ def test_reinforce_batch_holds_whole_episodes_and_finishes_every_one_begun(batch
     assert lengths == [r for _, r in result["episodic_returns"]]  # each logged episode, whole, once, in order
 
 
-@pytest.mark.parametrize("module", [reinforce, vpg])
+@pytest.mark.parametrize("module", [reinforce, vpg, trpo])
 def test_gaussian_head_sums_log_probs_over_action_dimensions(module):
     agent = module.Agent(3, gym.spaces.Box(-1, 1, (2,)))
     with torch.no_grad():
@@ -112,12 +113,12 @@ def test_gaussian_head_sums_log_probs_over_action_dimensions(module):
 
 
 def module_policy(module, agent, obs, action):
-    """(log π(a|s), H) from either script's agent: vpg's method also returns the action and V."""
+    """(log π(a|s), H) from a script's agent: vpg's and trpo's method also returns the action and V."""
     out = agent.get_action(obs, action) if hasattr(agent, "get_action") else agent.get_action_and_value(obs, action)
     return out[1], out[2]
 
 
-@pytest.mark.parametrize("module", [reinforce, vpg])
+@pytest.mark.parametrize("module", [reinforce, vpg, trpo])
 @pytest.mark.parametrize("continuous", [False, True])
 def test_written_out_policies_equal_torch_distributions_bit_for_bit(module, continuous):
     torch.manual_seed(0)
