@@ -29,7 +29,12 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_continuous"]
 FAST_TESTS = ["tests/test_math.py", "tests/test_reinforce_vpg.py", "tests/test_trpo.py", "tests/test_truncation.py",
               "tests/test_rollout_storage.py", "tests/test_ppo_continuous.py", "tests/test_ppo_discrete.py",
-              "tests/test_guard_rails.py", "tests/test_exact_gradient.py"]
+              "tests/test_guard_rails.py"]
+# The exact-gradient checks take seconds each: a mutant of a script runs only those of that script.
+EXACT = [f"test_loss_gradient_is_the_policy_gradient[{case}]"
+         for case in ("reinforce", "vpg-lambda1", "vpg-lambda0.8", "trpo", "ppo_discrete")]
+EXACT += [f"test_gaussian_loss_gradient_is_the_policy_gradient[{script}]"
+          for script in ("reinforce", "vpg", "trpo", "ppo_continuous")]
 MATH_FUNCTIONS = {"compute_gae", "compute_returns", "ppo_loss", "reinforce_loss", "vpg_loss", "value_loss",
                   "surrogate", "mean_kl", "fisher_vector_product", "conjugate_gradient", "flat_grad", "update",
                   "normalize_obs", "scale"}
@@ -153,7 +158,8 @@ def worker() -> None:
         sys.stdout = open(os.devnull, "w")
         try:
             importlib.reload(importlib.import_module(script))
-            tests = FIRST[script] + [t for t in FAST_TESTS if t not in FIRST[script]]
+            tests = (FIRST[script] + [t for t in FAST_TESTS if t not in FIRST[script]]
+                     + [f"tests/test_exact_gradient.py::{t}" for t in EXACT if f"[{script}" in t])
             code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-k", "not learns", *tests], plugins=[first])
             failed = first.nodeid or ("" if code == 0 else f"pytest exit {int(code)}")
         except Exception as error:  # the mutant does not even import
@@ -227,6 +233,8 @@ def main() -> None:
     parser.add_argument("--list", action="store_true", help="print the mutants and exit")
     parser.add_argument("--timeout", type=float, default=300, help="seconds for one mutant's tests")
     parser.add_argument("--survivors-of", type=Path, help="run only the mutants a saved output of this command lists as SURVIVED")
+    parser.add_argument("--killed-in", type=Path, help="take the mutants a saved output lists as killed as killed (tests only "
+                                                      "grow), and run the others")
     parser.add_argument("--table", type=Path, help="print the formula → test table of a saved output of this command")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -240,6 +248,11 @@ def main() -> None:
         survived = {re.sub(r"\.py:\d+: ", ".py: ", line.split("  SURVIVED")[0].split("] ", 1)[1])
                     for line in args.survivors_of.read_text().splitlines() if "  SURVIVED" in line}
         all_mutants = [m for m in all_mutants if f"{m[0]}.py: {m[3].strip()}" in survived]
+    done = {}  # mutant -> its line of an earlier output, for --killed-in
+    if args.killed_in:
+        for line in args.killed_in.read_text().splitlines():
+            if "  killed by " in line:
+                done[re.sub(r"\.py:\d+: ", ".py: ", line.split("  killed by ")[0].split("] ", 1)[1])] = line
     if args.list:
         for script, n, old, new in all_mutants:
             print(f"{script}.py:{n}: {old.strip()}  ->  {new.strip()}")
@@ -255,7 +268,11 @@ def main() -> None:
             if dead:
                 sys.exit(f"mutate.py: the fast tests fail on the unchanged code ({by}); fix that first")
         for i, (script, n, _, new) in enumerate(all_mutants, 1):
-            dead, by = runner.ask(script, n, new, args.timeout)
+            earlier = done.get(f"{script}.py: {new.strip()}")
+            if earlier:
+                dead, by = True, earlier.split("  killed by ")[1].rsplit(" (", 1)[0] + " (in --killed-in)"
+            else:
+                dead, by = runner.ask(script, n, new, args.timeout)
             killed += dead
             status = f"killed by {by}" if dead else "SURVIVED"
             print(f"[{i}/{len(all_mutants)}] {script}.py:{n}: {new.strip()}  {status} "
