@@ -4,11 +4,13 @@
     python exercises/grade.py exercises/student --exercise 4    # one
     python exercises/grade.py exercises/student --no-learning   # skip the learning runs
 
-Each check prints one line: ✓, or ✗ with the property that failed, in words, and the equation to
-compare with. The checks are the project's own tests (tests/), run on your files: values worked
-out by hand, independent reference implementations, and, where it applies, the exact policy
-gradient of a small MDP. Once every exercise of a script passes, your own script trains on
-CartPole-v1 and must reach a mean return of 200 (InvertedPendulum-v4 for ppo_continuous.py).
+Each check prints one line: ✓, or ✗ with the property that failed, the mistake it points to, in
+words, and the equation to compare with. A later check of the same exercise and file that fails
+too says only that: the mistake named first may be its cause. The checks are the project's own
+tests (tests/), run on your files: values worked out by hand, independent reference
+implementations, and, where it applies, the exact policy gradient of a small MDP. Once every
+exercise of a script passes, your own script trains on CartPole-v1 and must reach a mean return
+of 200 (InvertedPendulum-v4 for ppo_continuous.py).
 """
 
 import argparse
@@ -36,6 +38,10 @@ from ladder import LADDER, SCRIPTS  # noqa: E402
 # --- checks written for the exercises: each isolates one property, so its failure names the mistake ---
 
 
+class Named(AssertionError):
+    """A failed check that recognised the mistake: its message replaces the check's generic one."""
+
+
 def returns_of(m, rewards, dones, gamma):
     return m.compute_returns(torch.tensor(rewards, dtype=torch.float32), torch.tensor(dones, dtype=torch.float32),
                              gamma).tolist()
@@ -43,7 +49,17 @@ def returns_of(m, rewards, dones, gamma):
 
 def returns_stop_at_episode_end(m):
     g = returns_of(m, [1.0, 2.0, 3.0, 4.0], [0.0, 1.0, 0.0, 1.0], 0.9)
-    assert math.isclose(g[1], 2.0, rel_tol=1e-6) and math.isclose(g[3], 4.0, rel_tol=1e-6), g
+    if math.isclose(g[1], 2.0, rel_tol=1e-6) and math.isclose(g[3], 4.0, rel_tol=1e-6):
+        return
+    # Three mistakes that also break this property, recognised by their whole output:
+    for wrong, mistake in [([8.146, 7.94, 6.6, 4.0], "your returns leak into the next episode: where done_t = 1, "
+                                                    "G_t = r_t"),
+                           ([2.8, 2.8, 6.6, 6.6], "G_t includes rewards from before t: that is the episode's whole "
+                                                  "return, not the reward-to-go"),
+                           ([3.0, 2.0, 7.0, 4.0], "γ is missing: each step further away counts γ times less")]:
+        if np.allclose(g, wrong, atol=1e-3):
+            raise Named(mistake)
+    raise AssertionError(g)
 
 
 def returns_start_at_t(m):
@@ -54,6 +70,41 @@ def returns_start_at_t(m):
 def returns_discounted(m):
     g = returns_of(m, [1.0, 1.0], [0.0, 1.0], 0.5)
     assert np.allclose(g, [1.5, 1.0]), g
+
+
+def gae_on(m, **variant):
+    """GAE on a rollout of 5 steps in 3 envs with no episode end, by the student's compute_gae
+    (no `variant`) or by the recursion written here, with γ in δ_t (gamma_delta), the sign of
+    V(s_t) in δ_t (value_sign), γ in the recursion (gamma_rec) and λ set apart, so that a
+    missing factor or a flipped sign can be recognised."""
+    gen = torch.Generator().manual_seed(0)
+    rewards, values, next_values = (torch.randn(5, 3, generator=gen) for _ in range(3))
+    gamma, gae_lambda = 0.9, 0.7
+    if not variant:
+        zeros = torch.zeros(5, 3)
+        return m.compute_gae(rewards, values, next_values, zeros, zeros, gamma, gae_lambda)[0]
+    v = dict(gamma_delta=gamma, value_sign=-1.0, gamma_rec=gamma, gae_lambda=gae_lambda) | variant
+    deltas = rewards + v["gamma_delta"] * next_values + v["value_sign"] * values
+    advantages, next_advantage = torch.zeros(5, 3), torch.zeros(3)
+    for t in reversed(range(5)):
+        next_advantage = deltas[t] + v["gamma_rec"] * v["gae_lambda"] * next_advantage
+        advantages[t] = next_advantage
+    return advantages
+
+
+def gae_discounts(m):
+    yours = gae_on(m)
+    if torch.allclose(yours, gae_on(m, gamma_delta=0.9), atol=1e-5):
+        return
+    for variant, mistake in [(dict(gamma_delta=1.0), "γ is missing from δ_t: V(s_{t+1}) counts γ times less"),
+                             (dict(value_sign=1.0), "V(s_t) has the wrong sign in δ_t: the TD error subtracts it"),
+                             (dict(gamma_rec=1.0), "γ is missing from the recursion: A_{t+1} is weighted by γλ, "
+                                                   "not λ alone"),
+                             (dict(gae_lambda=1.0), "λ is missing from the recursion: A_{t+1} is weighted by γλ, "
+                                                    "not γ alone")]:
+        if torch.allclose(yours, gae_on(m, **variant), atol=1e-5):
+            raise Named(mistake)
+    raise AssertionError("not Σ_l (γλ)^l δ_{t+l}")
 
 
 def loss_gradient(loss_fn, weights):
@@ -235,7 +286,7 @@ CG = "α = rᵀr / pᵀAp;  x ← x + αp;  r ← r − αAp;  p ← r_new + (r_
 NORMAL = "log π(a|s) = Σ_i [−(a_i − μ_i)²/(2σ_i²) − log σ_i − ½ log 2π];  H = Σ_i (½ + ½ log 2π + log σ_i)"
 CHECKS = {
     1: [("reinforce", "G_t stops at the end of its episode",
-         "your returns leak into the next episode: where done_t = 1, G_t = r_t", G, returns_stop_at_episode_end),
+         "where done_t = 1, G_t must be r_t alone", G, returns_stop_at_episode_end),
         ("reinforce", "G_t holds the rewards from t on, not before",
          "G_t includes rewards from before t: that is the episode's whole return, not the reward-to-go", G,
          returns_start_at_t),
@@ -263,7 +314,10 @@ CHECKS = {
        + [("reinforce", "with exercises 1-3, your loss's gradient is the exact policy gradient of a small MDP",
            "the gradient of your loss on your policy is not the policy gradient",
            "ĝ = (1/|D|) Σ_τ Σ_t ∇ log π(a_t|s_t) G_t", exact_policy_gradient())],
-    4: [(s, "a truncated step bootstraps with γV(final obs); a terminated one does not",
+    4: [(s, "each step further away counts γλ times less, within an episode",
+         "your advantages differ from Σ_l (γλ)^l δ_{t+l} even where no episode ends", DELTA, gae_discounts)
+        for s in GAE]
+       + [(s, "a truncated step bootstraps with γV(final obs); a terminated one does not",
          "termination and truncation are mixed up: only a termination removes V(s_{t+1}) from δ_t", DELTA,
          test(test_math.test_gae_truncation_bootstraps_and_termination_does_not)) for s in GAE]
        + [(s, "A_t stops at the end of its episode",
@@ -354,16 +408,20 @@ def load(folder: Path, script: str):
 
 
 def run_check(module, check) -> tuple[bool, str]:
-    """(passed, detail): NotImplementedError means the exercise is not written yet."""
+    """(passed, detail): NotImplementedError means the exercise is not written yet; a Named
+    failure's detail starts with "named: "."""
     try:
         torch.manual_seed(0)
         check(module)
         return True, ""
     except NotImplementedError as error:
         return False, f"not written yet: {error}"
+    except Named as error:
+        return False, f"named: {error}"
     except Exception as error:  # an AssertionError, or a crash of the student's code
         detail = str(error).strip().split("\n")[0][:200]
-        return False, f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+        detail = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
+        return False, detail if isinstance(error, AssertionError) else f"raised: {detail}"
 
 
 def grade(folder: Path, exercises: list[int], learning: bool = True, out=print) -> dict[int, bool]:
@@ -375,7 +433,7 @@ def grade(folder: Path, exercises: list[int], learning: bool = True, out=print) 
         if ex.number not in exercises:
             continue
         out(f"exercise {ex.number}: {ex.title}")
-        results, unwritten = [], set()
+        results, unwritten, named = [], set(), set()
         for script, prop, mistake, equation, check in CHECKS[ex.number]:
             ok, detail = run_check(modules[script], check)
             results.append(ok)
@@ -385,7 +443,15 @@ def grade(folder: Path, exercises: list[int], learning: bool = True, out=print) 
                 if (script, detail) not in unwritten:  # once per file, not once per check
                     out(f"  ✗ {script}.py: {detail}")
                 unwritten.add((script, detail))
+            elif script in named:  # a later check may fail only because of the mistake named above
+                out(f"  ✗ {script}.py: {prop} (may follow from the failure above: fix that first)")
             else:
+                named.add(script)
+                if detail.startswith("raised: "):  # a crash names no mistake in the math
+                    out(f"  ✗ {script}.py: {prop}: your code raised {detail[len('raised: '):]}")
+                    continue
+                if detail.startswith("named: "):
+                    mistake, detail = detail[len("named: "):], "recognised"
                 out(f"  ✗ {script}.py: {prop}: {mistake}. Compare: {equation}  [{detail}]")
         passed[ex.number] = all(results)
     if learning:

@@ -145,3 +145,39 @@ def test_a_script_whose_exercises_pass_learns_cartpole():
     grade.grade(ROOT, [3, 4, 6], learning=True, out=lines.append)
     (line,) = [line for line in lines if "learns" in line]
     assert line.startswith("  ✓ ppo_discrete.py learns CartPole-v1"), line
+
+
+GAE_DELTA = "deltas = rewards + gamma * (1.0 - terminations) * next_values - values"
+GAE_RECURSION = "next_advantage = deltas[t] + gamma * gae_lambda * not_dones[t] * next_advantage"
+# Planted in vpg.py's compute_gae: (reference code, wrong code, the mistake the first failure names)
+GAE_MISTAKES = {
+    "gamma-in-delta": (GAE_DELTA, GAE_DELTA.replace("gamma * ", ""), "γ is missing from δ_t"),
+    "gamma-in-recursion": (GAE_RECURSION, GAE_RECURSION.replace("gamma * ", ""), "γ is missing from the recursion"),
+    "lambda": (GAE_RECURSION, GAE_RECURSION.replace(" * gae_lambda", ""), "λ is missing from the recursion"),
+    "sign-of-V": (GAE_DELTA, GAE_DELTA.replace("- values", "+ values"), "V(s_t) has the wrong sign in δ_t"),
+    "termination-for-done": ("gamma * (1.0 - terminations) * next_values",
+                             "gamma * (1.0 - torch.maximum(terminations, truncations)) * next_values",
+                             "termination and truncation are mixed up"),
+    "truncation-for-termination": (GAE_DELTA, GAE_DELTA.replace("- terminations", "- truncations"),
+                                   "termination and truncation are mixed up"),
+}
+
+
+@pytest.mark.parametrize("planted", GAE_MISTAKES)
+def test_the_grader_names_a_gae_mistake_and_claims_nothing_else(planted, tmp_path):
+    """The first failing check names the planted mistake; every later failure of the same file only
+    points back to it, so that no second, false cause is printed (a termination counted for every
+    episode end does not make the advantages run into the next episode)."""
+    right, wrong, mistake = GAE_MISTAKES[planted]
+    for name in SCRIPTS:
+        shutil.copy(ROOT / f"{name}.py", tmp_path)
+    source = (tmp_path / "vpg.py").read_text()
+    assert source.count(right) == 1, right
+    (tmp_path / "vpg.py").write_text(source.replace(right, wrong))
+    lines = []
+    assert not grade.grade(tmp_path, [4], learning=False, out=lines.append)[4]
+    failures = [line for line in lines if "✗" in line]
+    assert all(line.startswith("  ✗ vpg.py: ") for line in failures), failures  # the other copies pass
+    first, *later = failures
+    assert f": {mistake}" in first, first
+    assert all(line.endswith("(may follow from the failure above: fix that first)") for line in later), later
