@@ -61,6 +61,16 @@ def test_vpg_losses_by_hand(module=vpg):
     assert module.value_loss(torch.tensor([1.0, 0.0]), torch.tensor([3.0, 0.0])).item() == pytest.approx(2.0)
 
 
+@pytest.mark.parametrize("module", [vpg, trpo], ids=["vpg", "trpo"])
+def test_value_loss_by_hand(module):
+    """The critic's loss, (V − R̂)² averaged over the batch, and its gradient 2(V − R̂)/B."""
+    value = torch.tensor([1.0, 0.0, -1.0], requires_grad=True)
+    loss = module.value_loss(value, torch.tensor([3.0, 0.0, 1.0]))
+    assert loss.item() == pytest.approx((4.0 + 0.0 + 4.0) / 3)
+    loss.backward()
+    torch.testing.assert_close(value.grad, torch.tensor([-4.0, 0.0, -4.0]) / 3)
+
+
 def test_vpg_value_targets_bootstrap_cut_and_truncated_paths_but_not_terminated_ones():
     """R̂_t are GAE's returns with λ = 1: the discounted rewards-to-go, plus γ^k V(s_{t+k}) where the
     path was cut (by the batch end or by a time limit), plus nothing after a termination. One env,

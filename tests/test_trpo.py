@@ -157,6 +157,29 @@ def test_trpo_step_rejects_steps_that_break_the_kl_bound_or_lower_the_surrogate(
     assert stats["backtracks"] == 3
 
 
+def test_surrogate_by_hand():
+    """L = mean of r_t Â_t with r_t = exp(log π − log π_old), and ∂L/∂log π_t = r_t Â_t / B: the
+    ratio itself, not the log-ratio, weighs the advantages (the two agree only at r = 1)."""
+    logprob = torch.tensor([np.log(2.0), np.log(0.5), 0.0], dtype=torch.float32, requires_grad=True)
+    loss = trpo.surrogate(logprob, torch.zeros(3), torch.tensor([1.0, 3.0, -2.0]))
+    assert loss.item() == pytest.approx((2.0 * 1.0 + 0.5 * 3.0 + 1.0 * -2.0) / 3)
+    loss.backward()
+    torch.testing.assert_close(logprob.grad, torch.tensor([2.0, 1.5, -2.0]) / 3)
+
+
+def test_the_step_length_is_set_by_delta_not_by_the_scale_of_the_advantages():
+    """The full step is x scaled to the model's edge, √(2δ / xᵀ(H + cI)x)·x: advantages 10 times
+    larger make g and x 10 times larger and the scale 10 times smaller, so the same update."""
+    agent, obs, actions, advantages = batch()
+    updated = []
+    for scale in (1.0, 10.0):
+        copy_ = copy.deepcopy(agent)
+        stats = trpo.trpo_step(copy_, policy_params(copy_), obs, actions, scale * advantages, ARGS)
+        assert stats["backtracks"] == 0 and 0.5e-3 < stats["kl"] <= 1e-3
+        updated.append(torch.cat([p.detach().reshape(-1) for p in policy_params(copy_)]))
+    torch.testing.assert_close(updated[0], updated[1], rtol=1e-4, atol=1e-6)
+
+
 def test_trpo_step_moves_to_the_edge_of_the_region_and_improves_the_surrogate():
     """One update on a fixed batch: the measured KL is within δ and, with the line search's
     first step accepted, close to δ (the quadratic model is good for a small δ); the surrogate
