@@ -1,8 +1,9 @@
-"""PPO-clip for continuous actions, in one file.
+"""Proximal policy optimisation (PPO-clip) for continuous actions, in one file.
 
-Proximal Policy Optimization (Schulman et al. 2017, arXiv:1707.06347) with generalised
-advantage estimation (Schulman et al. 2016, arXiv:1506.02438), for Gymnasium environments
-whose action space is a bounded `Box` (MuJoCo: HalfCheetah, Hopper, Walker2d; Pendulum).
+Schulman, Wolski, Dhariwal, Radford and Klimov (2017), "Proximal policy optimization
+algorithms" (arXiv:1707.06347), its clipped variant; with generalised advantage estimation
+(Schulman et al. 2016, arXiv:1506.02438). For Gymnasium environments with bounded `Box`
+actions (MuJoCo: HalfCheetah, Hopper, Walker2d; Pendulum); ppo_discrete.py takes `Discrete` ones.
 
     python ppo_continuous.py --env-id HalfCheetah-v4        # 1M steps
     python ppo_continuous.py --help                         # every flag, with its meaning
@@ -21,13 +22,14 @@ no entropy bonus, 1M steps).
 
 Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022): "core detail
 N" from its list of 13 core details, "continuous detail N" from its 9 for continuous actions.
-Deliberate differences, each explained where it happens: a time-limit truncation is
-bootstrapped with the value of the real final observation (Pardo et al. 2018;
-`--no-bootstrap-truncation` does as CleanRL does, and benchmarks/ABLATIONS.md measures the
-difference), losses are logged as means over the whole update, and the policy is saved with
-everything needed to evaluate it. Lines starting with `# math:` hold the LaTeX of the equation
-the code below computes. The training algorithm ends with `train`; the tooling after it (input
-checks, evaluation, checkpoints) can be skipped on a first reading.
+Deliberate differences, each explained where it happens: a time-limit truncation is bootstrapped
+with the value of the real final observation (Pardo et al. 2018; `--no-bootstrap-truncation`
+does as CleanRL does, and benchmarks/ABLATIONS.md measures the difference), losses are logged as
+means over the whole update, and the policy is saved with everything needed to evaluate it.
+
+Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
+training algorithm ends with `train`; the tooling after it (input checks, evaluation,
+checkpoints) can be skipped on a first reading.
 """
 
 import importlib.util
@@ -57,23 +59,13 @@ class Args:
     total_timesteps: int = 1_000_000
     """environment steps to train for, summed over all envs"""
     learning_rate: float = 3e-4
-    """Adam step size α; typical 1e-4 to 3e-3"""
-    num_envs: int = 1
-    """N, environments stepped in parallel (one synchronous vector env)"""
-    num_steps: int = 2048
-    """T, steps per environment in each rollout; batch size = N·T"""
+    """Adam step size α of actor and critic; typical 1e-4 to 3e-3"""
     anneal_lr: bool = True
     """decay the step size linearly from α to α/I in the last of I iterations (core detail 4)"""
-    gamma: float = 0.99
-    """discount factor γ in [0, 1]"""
-    gae_lambda: float = 0.95
-    """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
-    num_minibatches: int = 32
-    """minibatches per epoch; must divide the batch N·T"""
     update_epochs: int = 10
     """K, passes over each batch; typical 3 to 10"""
-    norm_adv: bool = True
-    """normalise advantages to mean 0, std 1 within each minibatch"""
+    num_minibatches: int = 32
+    """minibatches per epoch; must divide the batch N·T"""
     clip_coef: float = 0.2
     """ε of the clipped surrogate objective; typical 0.1 to 0.3"""
     clip_vloss: bool = True
@@ -86,6 +78,16 @@ class Args:
     """the global L2 norm of the gradient is clipped to this value"""
     target_kl: float | None = None
     """stop an update's epochs once an epoch's mean approx-KL exceeds it; typical 0.01 to 0.05"""
+    norm_adv: bool = True
+    """normalise advantages to mean 0, std 1 within each minibatch"""
+    num_envs: int = 1
+    """N, environments stepped in parallel (one synchronous vector env)"""
+    num_steps: int = 2048
+    """T, steps per environment in each batch; batch size = N·T"""
+    gamma: float = 0.99
+    """discount factor γ in [0, 1]"""
+    gae_lambda: float = 0.95
+    """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
     bootstrap_truncation: bool = True
     """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
     norm_obs: bool = True
@@ -136,10 +138,10 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases (core detail 2). √2 for the hidden layers is
-    # the convention of PPO's reference code (it is the gain for ReLU; tanh's would be 5/3);
-    # 0.01 for the policy head, so that its first outputs are near 0 (a near-uniform softmax,
-    # a mean action near 0); 1 for V.
+    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
+    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
+    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
+    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -175,10 +177,10 @@ class RunningMeanStd:
 
 
 class Agent(nn.Module):
-    """Separate actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of
-    --hidden-size units, 64 by default (continuous detail 4). The policy is a diagonal Gaussian
-    N(μ_θ(s), diag σ²): the actor network gives the mean μ_θ(s); log σ is one learned parameter
-    per action dimension, the same in every state (continuous details 1-3)."""
+    """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
+    units (64 by default). The actor's output is the mean μ_θ(s) of a diagonal Gaussian
+    N(μ_θ(s), diag σ²); log σ is one learned parameter per action dimension, the same in every
+    state (continuous details 1-3). Separate networks, not a shared trunk (continuous detail 4)."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64, norm_obs: bool = True):
         super().__init__()
@@ -249,7 +251,7 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
     limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
     2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
     ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N), with returns = A + V, the TD(λ) target of the critic.
+    (T, N), with returns = A + V; with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
     """
     # Every δ_t at once; only the recursion over A needs a loop (run backwards in time).
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
@@ -264,20 +266,19 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns, entropy,
              clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
-    """The PPO objective on one minibatch, as a loss to minimise (Schulman et al. 2017, eq. 9).
+    """The PPO objective on a minibatch of B steps, as a loss to minimise (Schulman et al. 2017,
+    eq. 9). Inputs have shape (B,); returns the scalar loss and a dict of detached diagnostics.
 
-    All inputs have shape (B,). Returns the scalar loss and a dict of detached diagnostics.
-
-    The samples were drawn by π_θ_old, so each one is weighted by the probability ratio
-    r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight: in each state,
-    E_{a~π_old}[r_t A(s, a)] = E_{a~π_θ}[A(s, a)], the advantage of acting with π_θ instead of
-    π_θ_old. At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t), so the gradient of r_t Â_t is
-    vpg.py's policy gradient. Further away the estimate degrades (the states still come from
-    π_θ_old), so the objective must not reward going far: the minimum with the clipped term makes
-    it a pessimistic bound on r_t Â_t, where a change of r_t beyond 1 ± ε counts when it lowers
-    the objective and not when it raises it. Like every policy-gradient loss this is a surrogate:
-    its gradient, not its value, is what matters.
+    The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
+    r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
+    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t): the gradient of the mean of r_t Â_t is
+    vpg.py's policy gradient. Away from θ_old that mean estimates the improvement only while the
+    policy stays close (the states still come from π_θ_old), so the objective must not reward
+    going far: the minimum with the clipped term makes it a pessimistic bound on r_t Â_t, where a
+    change of r_t beyond 1 ± ε counts when it lowers the objective and not when it raises it.
+    Like every policy-gradient loss this is a surrogate: its gradient, not its value, matters.
     """
+    # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
     ratio = logratio.exp()  # r_t(θ); 1 (up to rounding) in the first minibatch of the first epoch
     # Clipped surrogate (eq. 7), negated: the max of the negatives is the min of the objectives.
@@ -360,11 +361,12 @@ def train(args: Args) -> dict:
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
-    obs_dim, act_dim = envs.single_observation_space.shape[0], envs.single_action_space.shape[0]
-    action_low, action_high = envs.single_action_space.low, envs.single_action_space.high
+    obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
+    act_dim = action_space.shape[0]
     agent = Agent(obs_dim, act_dim, args.hidden_size, args.norm_obs).to(device)
     reward_scaler = RewardScaler(args.num_envs, args.gamma)
-    # Adam with ε = 1e-5 instead of 1e-8 (core detail 3); `fused`: one kernel for all weights.
+    # One optimiser for the actor and the critic, which share one loss. Adam's ε = 1e-5 instead
+    # of 1e-8, as in PPO's reference code (core detail 3); `fused`: one kernel for all weights.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
@@ -387,7 +389,7 @@ def train(args: Args) -> dict:
             frac = 1.0 - (iteration - 1.0) / num_iterations
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
-        # --- rollout: T steps in each of the N envs with the current policy π_θ_old ---
+        # --- rollout: T steps in each of the N envs with the current policy π_θ ---
         # Collecting needs no gradient (the update recomputes log π and V): inference mode is
         # torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
@@ -401,7 +403,7 @@ def train(args: Args) -> dict:
                     action_np, logprob.cpu().numpy(), value.cpu().numpy())
                 # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
                 # keeps the sample itself, whose density is log π(a|s) (continuous detail 5).
-                env_action = np.clip(action_np, action_low, action_high)
+                env_action = np.clip(action_np, action_space.low, action_space.high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
                 run.check_env(next_obs_np, reward, infos, global_step)  # stops on NaN or inf
                 if args.norm_reward:  # the logs keep the raw rewards (infos["episode"])
@@ -429,7 +431,7 @@ def train(args: Args) -> dict:
                       terminations_np, truncations_np))  # rollout
         with torch.no_grad():
             next_obs = torch.from_numpy(next_obs_np).to(device)
-            next_value = agent.get_value(next_obs)  # V(s_T), (N,)
+            next_value = agent.get_value(next_obs)  # V(s_T), (N,): for paths cut by the batch end
         # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
         # truncated. After a termination it is the reset observation's value, masked in GAE.
         next_values = torch.cat([values[1:], next_value[None]])
@@ -438,6 +440,7 @@ def train(args: Args) -> dict:
         # termination, as in CleanRL: the future of a cut episode is taken to be 0.
         terminal = (terminations if args.bootstrap_truncation
                     else torch.maximum(terminations, truncations))
+        # The critic regresses on the λ-returns A + V (PPO's reference code), not on λ = 1.
         advantages, returns = compute_gae(rewards, values, next_values, terminal, truncations,
                                           args.gamma, args.gae_lambda)
 
@@ -659,9 +662,9 @@ def main():
         checkpoint = torch.load(args.eval_checkpoint, weights_only=True)
         args = tyro.cli(Args, default=Args(**checkpoint["args"]))
         env = check_args(args)
-        obs_dim = env.observation_space.shape[0]
-        agent = Agent(obs_dim, env.action_space.shape[0], args.hidden_size, args.norm_obs)
-        agent.load_state_dict(checkpoint["model"])  # the weights and the observation statistics
+        obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
+        agent = Agent(obs_dim, act_dim, args.hidden_size, args.norm_obs)  # obs statistics load too
+        agent.load_state_dict(checkpoint["model"])
     except (OSError, TypeError, RuntimeError) as error:
         fail(f"cannot evaluate {args.eval_checkpoint}: {' '.join(str(error).split())}")
     return evaluate(agent, args, os.path.dirname(args.eval_checkpoint))

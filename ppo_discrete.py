@@ -1,8 +1,9 @@
-"""PPO-clip for discrete actions, in one file.
+"""Proximal policy optimisation (PPO-clip) with a learned value baseline and GAE-λ, in one file.
 
-Proximal Policy Optimization (Schulman et al. 2017, arXiv:1707.06347) with generalised
-advantage estimation (Schulman et al. 2016, arXiv:1506.02438), for Gymnasium environments
-whose action space is `Discrete` (CartPole-v1, Acrobot-v1, LunarLander-v3).
+Schulman, Wolski, Dhariwal, Radford and Klimov (2017), "Proximal policy optimization
+algorithms" (arXiv:1707.06347), its clipped variant; with generalised advantage estimation
+(Schulman et al. 2016, arXiv:1506.02438). For Gymnasium environments with `Discrete` actions
+(CartPole-v1, Acrobot-v1, LunarLander-v3); ppo_continuous.py takes `Box` actions.
 
     python ppo_discrete.py                                  # CartPole-v1, 500k steps
     python ppo_discrete.py --help                           # every flag, with its meaning
@@ -10,26 +11,26 @@ whose action space is `Discrete` (CartPole-v1, Acrobot-v1, LunarLander-v3).
     python ppo_discrete.py --eval-checkpoint runs/<run>/model.pt --capture-video
     tensorboard --logdir runs
 
-What changes from vpg.py: each batch is reused for K epochs of minibatch steps instead of one
-step, so the rollout also stores log π_θ_old(a|s) and the loss weights each advantage by the
-probability ratio r = π_θ/π_θ_old, clipped at 1 ± ε (`ppo_loss`). The clip takes away the
-incentive to move r further, it does not bound r: `--target-kl` can stop an update's epochs
-when the policy moved too far all the same. Actor and critic share one loss (with an entropy
-bonus and a clipped value term) and one Adam, whose step size decays linearly from α to α/I
-over the I iterations; the gradient's norm is clipped to `--max-grad-norm`; the critic's target
-is the λ-return instead of λ = 1; advantages are normalised per minibatch instead of per batch.
-Discrete actions only (ppo_continuous.py takes Box actions); the defaults are those of CleanRL's
+What changes from trpo.py: only the policy's update, again. TRPO keeps each update inside a KL
+trust region by a second-order step; PPO gets a similar caution from first-order steps: the
+ratio r = π_θ/π_θ_old is clipped at 1 ± ε inside the loss (`ppo_loss`), which takes away the
+incentive to move r further, so each batch serves K epochs of minibatch Adam steps (the clip
+does not bound r: `--target-kl` can stop the epochs). With it come log π_θ_old(a|s) in the
+rollout; one loss and one Adam for actor and critic (an entropy bonus, a clipped value term, a
+decaying step size, a clipped gradient norm); the λ-return as the critic's target; advantages
+normalised per minibatch; and no Box head (ppo_continuous.py has it). Defaults: CleanRL's
 `ppo.py` (4 envs × 128 steps, α 2.5e-4, λ 0.95, 500k steps).
 
 Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022): "core detail
 N" from its list of 13 core details.
-Deliberate differences, each explained where it happens: a time-limit truncation is
-bootstrapped with the value of the real final observation (Pardo et al. 2018;
-`--no-bootstrap-truncation` does as CleanRL does, and benchmarks/ABLATIONS.md measures the
-difference), losses are logged as means over the whole update, and the policy is saved with
-everything needed to evaluate it. Lines starting with `# math:` hold the LaTeX of the equation
-the code below computes. The training algorithm ends with `train`; the tooling after it (input
-checks, evaluation, checkpoints) can be skipped on a first reading.
+Deliberate differences, each explained where it happens: a time-limit truncation is bootstrapped
+with the value of the real final observation (Pardo et al. 2018; `--no-bootstrap-truncation`
+does as CleanRL does, and benchmarks/ABLATIONS.md measures the difference), losses are logged as
+means over the whole update, and the policy is saved with everything needed to evaluate it.
+
+Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
+training algorithm ends with `train`; the tooling after it (input checks, evaluation,
+checkpoints) can be skipped on a first reading.
 """
 
 import importlib.util
@@ -59,23 +60,13 @@ class Args:
     total_timesteps: int = 500_000
     """environment steps to train for, summed over all envs"""
     learning_rate: float = 2.5e-4
-    """Adam step size α; typical 1e-4 to 3e-3"""
-    num_envs: int = 4
-    """N, environments stepped in parallel (one synchronous vector env)"""
-    num_steps: int = 128
-    """T, steps per environment in each rollout; batch size = N·T"""
+    """Adam step size α of actor and critic; typical 1e-4 to 3e-3"""
     anneal_lr: bool = True
     """decay the step size linearly from α to α/I in the last of I iterations (core detail 4)"""
-    gamma: float = 0.99
-    """discount factor γ in [0, 1]"""
-    gae_lambda: float = 0.95
-    """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
-    num_minibatches: int = 4
-    """minibatches per epoch; must divide the batch N·T"""
     update_epochs: int = 4
     """K, passes over each batch; typical 3 to 10"""
-    norm_adv: bool = True
-    """normalise advantages to mean 0, std 1 within each minibatch"""
+    num_minibatches: int = 4
+    """minibatches per epoch; must divide the batch N·T"""
     clip_coef: float = 0.2
     """ε of the clipped surrogate objective; typical 0.1 to 0.3"""
     clip_vloss: bool = True
@@ -88,6 +79,16 @@ class Args:
     """the global L2 norm of the gradient is clipped to this value"""
     target_kl: float | None = None
     """stop an update's epochs once an epoch's mean approx-KL exceeds it; typical 0.01 to 0.05"""
+    norm_adv: bool = True
+    """normalise advantages to mean 0, std 1 within each minibatch"""
+    num_envs: int = 4
+    """N, environments stepped in parallel (one synchronous vector env)"""
+    num_steps: int = 128
+    """T, steps per environment in each batch; batch size = N·T"""
+    gamma: float = 0.99
+    """discount factor γ in [0, 1]"""
+    gae_lambda: float = 0.95
+    """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
     bootstrap_truncation: bool = True
     """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
 
@@ -134,10 +135,10 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases (core detail 2). √2 for the hidden layers is
-    # the convention of PPO's reference code (it is the gain for ReLU; tanh's would be 5/3);
-    # 0.01 for the policy head, so that its first outputs are near 0 (a near-uniform softmax,
-    # a mean action near 0); 1 for V.
+    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
+    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
+    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
+    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -152,9 +153,9 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 
 
 class Agent(nn.Module):
-    """Separate actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of
-    --hidden-size units, 64 by default (core detail 13: separate networks work better than a
-    shared trunk on classic control)."""
+    """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
+    units (64 by default). The actor's output is the logits of a Categorical. Separate networks,
+    not a shared trunk: they work better on classic control (core detail 13)."""
 
     def __init__(self, obs_dim: int, n_actions: int, hidden_size: int = 64):
         super().__init__()
@@ -168,8 +169,8 @@ class Agent(nn.Module):
         """obs (B, obs_dim) -> action (B,), log π(a|s) (B,), entropy (B,), V(s) (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
         # The categorical distribution written out, so that its formulas are on the page (tests
-        # compare it with torch.distributions.Categorical). The actor's outputs z are logits:
-        # π_θ(a|s) is the softmax of z.
+        # compare it with torch.distributions.Categorical).
+        # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
         # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
         logits = self.actor(obs)
         log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
@@ -195,7 +196,7 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
     limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
     2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
     ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N), with returns = A + V, the TD(λ) target of the critic.
+    (T, N), with returns = A + V; with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
     """
     # Every δ_t at once; only the recursion over A needs a loop (run backwards in time).
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
@@ -210,20 +211,19 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns, entropy,
              clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
-    """The PPO objective on one minibatch, as a loss to minimise (Schulman et al. 2017, eq. 9).
+    """The PPO objective on a minibatch of B steps, as a loss to minimise (Schulman et al. 2017,
+    eq. 9). Inputs have shape (B,); returns the scalar loss and a dict of detached diagnostics.
 
-    All inputs have shape (B,). Returns the scalar loss and a dict of detached diagnostics.
-
-    The samples were drawn by π_θ_old, so each one is weighted by the probability ratio
-    r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight: in each state,
-    E_{a~π_old}[r_t A(s, a)] = E_{a~π_θ}[A(s, a)], the advantage of acting with π_θ instead of
-    π_θ_old. At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t), so the gradient of r_t Â_t is
-    vpg.py's policy gradient. Further away the estimate degrades (the states still come from
-    π_θ_old), so the objective must not reward going far: the minimum with the clipped term makes
-    it a pessimistic bound on r_t Â_t, where a change of r_t beyond 1 ± ε counts when it lowers
-    the objective and not when it raises it. Like every policy-gradient loss this is a surrogate:
-    its gradient, not its value, is what matters.
+    The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
+    r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
+    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t): the gradient of the mean of r_t Â_t is
+    vpg.py's policy gradient. Away from θ_old that mean estimates the improvement only while the
+    policy stays close (the states still come from π_θ_old), so the objective must not reward
+    going far: the minimum with the clipped term makes it a pessimistic bound on r_t Â_t, where a
+    change of r_t beyond 1 ± ε counts when it lowers the objective and not when it raises it.
+    Like every policy-gradient loss this is a surrogate: its gradient, not its value, matters.
     """
+    # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
     ratio = logratio.exp()  # r_t(θ); 1 (up to rounding) in the first minibatch of the first epoch
     # Clipped surrogate (eq. 7), negated: the max of the negatives is the min of the objectives.
@@ -284,9 +284,10 @@ def train(args: Args) -> dict:
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
-    obs_dim = envs.single_observation_space.shape[0]
-    agent = Agent(obs_dim, int(envs.single_action_space.n), args.hidden_size).to(device)
-    # Adam with ε = 1e-5 instead of 1e-8 (core detail 3); `fused`: one kernel for all weights.
+    obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
+    agent = Agent(obs_dim, int(action_space.n), args.hidden_size).to(device)
+    # One optimiser for the actor and the critic, which share one loss. Adam's ε = 1e-5 instead
+    # of 1e-8, as in PPO's reference code (core detail 3); `fused`: one kernel for all weights.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
@@ -309,7 +310,7 @@ def train(args: Args) -> dict:
             frac = 1.0 - (iteration - 1.0) / num_iterations
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
-        # --- rollout: T steps in each of the N envs with the current policy π_θ_old ---
+        # --- rollout: T steps in each of the N envs with the current policy π_θ ---
         # Collecting needs no gradient (the update recomputes log π and V): inference mode is
         # torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
@@ -344,7 +345,7 @@ def train(args: Args) -> dict:
                       terminations_np, truncations_np))  # rollout
         with torch.no_grad():
             next_obs = torch.from_numpy(next_obs_np).to(device)
-            next_value = agent.get_value(next_obs)  # V(s_T), (N,)
+            next_value = agent.get_value(next_obs)  # V(s_T), (N,): for paths cut by the batch end
         # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
         # truncated. After a termination it is the reset observation's value, masked in GAE.
         next_values = torch.cat([values[1:], next_value[None]])
@@ -353,6 +354,7 @@ def train(args: Args) -> dict:
         # termination, as in CleanRL: the future of a cut episode is taken to be 0.
         terminal = (terminations if args.bootstrap_truncation
                     else torch.maximum(terminations, truncations))
+        # The critic regresses on the λ-returns A + V (PPO's reference code), not on λ = 1.
         advantages, returns = compute_gae(rewards, values, next_values, terminal, truncations,
                                           args.gamma, args.gae_lambda)
 
@@ -573,8 +575,7 @@ def main():
         checkpoint = torch.load(args.eval_checkpoint, weights_only=True)
         args = tyro.cli(Args, default=Args(**checkpoint["args"]))
         env = check_args(args)
-        obs_dim = env.observation_space.shape[0]
-        agent = Agent(obs_dim, int(env.action_space.n), args.hidden_size)
+        agent = Agent(env.observation_space.shape[0], int(env.action_space.n), args.hidden_size)
         agent.load_state_dict(checkpoint["model"])
     except (OSError, TypeError, RuntimeError) as error:
         fail(f"cannot evaluate {args.eval_checkpoint}: {' '.join(str(error).split())}")

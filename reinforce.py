@@ -15,10 +15,11 @@ The first file of the reading order reinforce.py → vpg.py → trpo.py → ppo_
 ppo_continuous.py. Each batch is a set of complete episodes played by the current policy, and
 the policy takes one Adam step on it. Nothing here estimates a value, so nothing can stand in
 for the rewards after a cut: every episode is played to its end, and an episode cut by a time
-limit counts as ended there, its missing rewards taken as 0. Lines starting with `# math:`
-hold the LaTeX of the equation the code below computes. The training algorithm ends with
-`train`; the tooling after it (input checks, evaluation, checkpoints) can be skipped on a first
-reading.
+limit counts as ended there, its missing rewards taken as 0.
+
+Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
+training algorithm ends with `train`; the tooling after it (input checks, evaluation,
+checkpoints) can be skipped on a first reading.
 """
 
 import importlib.util
@@ -99,10 +100,10 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases, as in the PPO scripts. √2 for the hidden
-    # layers is the convention of PPO's reference code (it is the gain for ReLU; tanh's would be
-    # 5/3); 0.01 for the policy head, so that its first outputs are near 0 (a near-uniform
-    # softmax, a mean action near 0).
+    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
+    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
+    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
+    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -154,16 +155,16 @@ class Agent(nn.Module):
             logprob = log_density.sum(-1)
             # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
             entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
-        else:
-            # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
-            # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
-            logits = self.actor(obs)
-            log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
-            if action is None:
-                action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
-            logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the action
-            # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
-            entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
+            return action, logprob, entropy
+        # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
+        # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
+        logits = self.actor(obs)
+        log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
+        if action is None:
+            action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
+        logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the taken action
+        # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
+        entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
         return action, logprob, entropy
 
 
@@ -228,7 +229,8 @@ def train(args: Args) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
-    # Adam's ε = 1e-5 as in the PPO scripts; `fused`: one kernel for all weights.
+    # Adam's ε = 1e-5 instead of 1e-8, as in PPO's reference code (core detail 3 of Huang et
+    # al. 2022); `fused`: one kernel for all weights.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     global_step, start_time, last_print, iteration = 0, time.time(), 0.0, 0

@@ -28,17 +28,13 @@ policy has no optimiser and no step size α (`--learning-rate` is gone; δ takes
 critic, the rollout and GAE are vpg.py's, with its defaults; the default budget drops from 2M
 to 500k steps.
 
-What ppo_discrete.py then replaces: the constraint becomes a clip of the ratio inside the loss,
-the second-order step becomes first-order Adam steps, and one step per batch becomes K epochs
-of minibatch steps on the same batch. Its docstring lists what else changes; it compares with
-vpg.py, whose one-optimiser update its own follows more closely than this file's.
-
 Defaults follow Spinning Up's TRPO (its TensorFlow 1 code), which keeps its VPG's batch and
-critic (4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99, λ 0.97): δ = 0.01 and
-damping 0.1 (flags), and in `trpo_step` 10 conjugate-gradient iterations (as in Schulman et al.
-2015) and at most 10 tries of the line search, shrinking by 0.8 (as in SB3-contrib's TRPO
-too). Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
-The training algorithm ends with `train`; the tooling after it (input checks, evaluation,
+critic (4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99, λ 0.97): δ = 0.01 and damping
+0.1 (flags), and in `trpo_step` 10 conjugate-gradient iterations (as in Schulman et al. 2015)
+and at most 10 tries of the line search, shrinking by 0.8 (as in SB3-contrib's TRPO too).
+
+Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
+training algorithm ends with `train`; the tooling after it (input checks, evaluation,
 checkpoints) can be skipped on a first reading.
 """
 
@@ -129,10 +125,10 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases, as in the PPO scripts. √2 for the hidden
-    # layers is the convention of PPO's reference code (it is the gain for ReLU; tanh's would be
-    # 5/3); 0.01 for the policy head, so that its first outputs are near 0 (a near-uniform
-    # softmax, a mean action near 0); 1 for V.
+    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
+    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
+    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
+    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -188,16 +184,16 @@ class Agent(nn.Module):
             logprob = log_density.sum(-1)
             # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
             entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
-        else:
-            # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
-            # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
-            logits = self.actor(obs)
-            log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
-            if action is None:
-                action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
-            logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the action
-            # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
-            entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
+            return action, logprob, entropy, self.get_value(obs)
+        # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
+        # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
+        logits = self.actor(obs)
+        log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
+        if action is None:
+            action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
+        logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the taken action
+        # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
+        entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
         return action, logprob, entropy, self.get_value(obs)
 
 
@@ -386,7 +382,8 @@ def train(args: Args) -> dict:
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
     # The policy's weights θ (the actor and log σ) take the trust-region step; only the critic
-    # has an optimiser. Adam's ε = 1e-5 as in the PPO scripts; `fused`: one kernel for all weights.
+    # has an optimiser. Adam's ε = 1e-5 instead of 1e-8, as in PPO's reference code (core detail 3
+    # of Huang et al. 2022); `fused`: one kernel for all weights.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
                                     fused=True)

@@ -24,10 +24,12 @@ rollout is PPO's, not REINFORCE's episode collector. The critic has its own Adam
 
 Defaults follow Spinning Up's `vpg.py` (4000 steps per batch, π lr 3e-4, V lr 1e-3, 80 critic
 steps, γ 0.99, λ 0.97, no observation normalisation). Unlike PPO, VPG takes a single gradient
-step per batch: the estimate is only valid at the policy that collected the data, and VPG has
-no ratio or clip to keep a second step honest. Lines starting with `# math:` hold the LaTeX of
-the equation the code below computes. The training algorithm ends with `train`; the tooling
-after it (input checks, evaluation, checkpoints) can be skipped on a first reading.
+step per batch: the estimate is only valid at the policy that collected the data, and VPG has no
+ratio or clip to keep a second step honest.
+
+Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
+training algorithm ends with `train`; the tooling after it (input checks, evaluation,
+checkpoints) can be skipped on a first reading.
 """
 
 import importlib.util
@@ -114,10 +116,10 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases, as in the PPO scripts. √2 for the hidden
-    # layers is the convention of PPO's reference code (it is the gain for ReLU; tanh's would be
-    # 5/3); 0.01 for the policy head, so that its first outputs are near 0 (a near-uniform
-    # softmax, a mean action near 0); 1 for V.
+    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
+    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
+    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
+    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -173,16 +175,16 @@ class Agent(nn.Module):
             logprob = log_density.sum(-1)
             # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
             entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
-        else:
-            # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
-            # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
-            logits = self.actor(obs)
-            log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
-            if action is None:
-                action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
-            logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the action
-            # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
-            entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
+            return action, logprob, entropy, self.get_value(obs)
+        # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
+        # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
+        logits = self.actor(obs)
+        log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
+        if action is None:
+            action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
+        logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the taken action
+        # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
+        entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
         return action, logprob, entropy, self.get_value(obs)
 
 
@@ -257,7 +259,8 @@ def train(args: Args) -> dict:
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
     # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
-    # step counts. Adam's ε = 1e-5 as in the PPO scripts; `fused`: one kernel for all weights.
+    # step counts. Adam's ε = 1e-5 instead of 1e-8, as in PPO's reference code (core detail 3
+    # of Huang et al. 2022); `fused`: one kernel for all weights.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
     pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,

@@ -432,11 +432,9 @@ def step_page(old_name: str, new_name: str) -> str:
     sources = [(ROOT / f"{n}.py").read_text() for n in (old_name, new_name)]
     old, new = (definitions(source) for source in sources)
     old_hl, new_hl = (highlight(source, PythonLexer(), HtmlFormatter(nowrap=True)).split("\n") for source in sources)
-    # The intro: what the older file says the newer one replaces, if it says it (trpo.py of
-    # ppo_discrete.py), then the newer file's own list of what changes from its predecessor.
-    old_doc, new_doc = (source.split('"""')[1].split("\n\n") for source in sources)
-    change = [p for p in old_doc if p.startswith(f"What {new_name}.py then replaces")]
-    change += [next(p for p in new_doc if p.startswith("What changes from"))]
+    # The intro, one: the newer file's own word on what changes from its predecessor.
+    new_doc = sources[1].split('"""')[1].split("\n\n")
+    change = [next(p for p in new_doc if p.startswith(f"What changes from {old_name}.py"))]
     replaced = {name: next((b for b in REPLACES.get(name, []) if b in old), name) if name not in old else name
                 for name in new}
     blocks = []  # (in the algorithm, only comments changed, rank, html)

@@ -1,9 +1,9 @@
 """The exercises, in order: what each one blanks in the student's copy of the scripts, with the
 one-line hint its NotImplementedError gives. `make.py` cuts them out; `grade.py` checks them.
 
-A part names a function or method of a script, and optionally one branch of its `if
-self.continuous:` (reinforce.py and vpg.py hold both policy heads in one method: the "else"
-branch is the categorical head, the "if" branch the Gaussian one).
+A part names a function or method of a script, and optionally one of the two policy heads that
+reinforce.py, vpg.py and trpo.py hold in one method: "if", the Gaussian head in the block `if
+self.continuous:`, or "else", the categorical head that follows it.
 """
 
 from typing import NamedTuple
@@ -14,7 +14,7 @@ SCRIPTS = ["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_continuous"]  # the 
 class Part(NamedTuple):
     script: str
     name: str  # "compute_gae" or "Agent.get_action_and_value"
-    branch: str | None = None  # None: the whole body; "if" / "else": one branch of `if self.continuous:`
+    branch: str | None = None  # None: the whole body; "if" / "else": the Gaussian / categorical head
 
 
 class Exercise(NamedTuple):

@@ -28,8 +28,10 @@ def find(tree: ast.Module, name: str) -> ast.FunctionDef:
 
 def region(lines: list[str], node: ast.AST, branch: str | None) -> tuple[int, int, str]:
     """(first line, last line, indentation) of the code to cut: a function's body after its
-    docstring, or one branch of its `if self.continuous:`. Lines are 1-based; comment lines just
-    above the first statement belong to it."""
+    docstring, or one head of a method that holds both: "if" is the body of its `if
+    self.continuous:`, "else" the statements after that block; each without its closing
+    `return`, which stays. Lines are 1-based; comment lines just above the first statement
+    belong to it."""
     if branch is None:
         body = node.body[1:] if ast.get_docstring(node) is not None else node.body
         start = node.body[0].end_lineno + 1 if ast.get_docstring(node) is not None else body[0].lineno
@@ -37,8 +39,8 @@ def region(lines: list[str], node: ast.AST, branch: str | None) -> tuple[int, in
             while lines[start - 2].strip().startswith("#"):
                 start -= 1
     else:
-        test = next(n for n in ast.walk(node) if isinstance(n, ast.If) and ast.unparse(n.test) == "self.continuous")
-        body = test.body if branch == "if" else test.orelse
+        test = next(n for n in node.body if isinstance(n, ast.If) and ast.unparse(n.test) == "self.continuous")
+        body = test.body[:-1] if branch == "if" else node.body[node.body.index(test) + 1:-1]
         start = body[0].lineno
         while lines[start - 2].strip().startswith("#"):
             start -= 1

@@ -51,10 +51,12 @@ def test_the_generator_blanks_exactly_the_listed_code(script, tmp_path):
             body = node.body[1:] if ast.get_docstring(node) is not None else node.body
             assert len(body) == 1 and isinstance(body[0], ast.Raise), name
         else:
-            test = next(n for n in ast.walk(node) if isinstance(n, ast.If))
+            # one head of two: the block `if self.continuous:` (Gaussian), then the code after it
+            # (categorical), each kept with its closing return
+            test = next(n for n in node.body if isinstance(n, ast.If))
             for branch in branches:
-                block = test.body if branch == "if" else test.orelse
-                assert len(block) == 1 and isinstance(block[0], ast.Raise), (name, branch)
+                block = test.body if branch == "if" else node.body[node.body.index(test) + 1:]
+                assert [type(n) for n in block] == [ast.Raise, ast.Return], (name, branch)
     # Every changed line of the reference lies inside a listed definition; the student copy keeps
     # its `# math:` lines and replaces the rest with `raise NotImplementedError(...)` lines.
     ref_lines, student_lines = reference.split("\n"), student.split("\n")
