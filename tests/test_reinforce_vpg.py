@@ -230,6 +230,37 @@ def test_reinforce_norm_returns_flag(norm_returns, monkeypatch, log_dir):
     torch.testing.assert_close(given, expected)
 
 
+@pytest.mark.parametrize("name", ["reinforce", "vpg", "trpo"])
+def test_a_batch_of_nearly_equal_weights_is_normalised_without_blowing_up(name, monkeypatch, log_dir):
+    """The 1e-8 in (x − mean) / (std + 1e-8) is added: a batch whose returns (reinforce.py) or
+    advantages (vpg.py, trpo.py) spread by less than 1e-8 comes out bounded and in its order,
+    where a subtracted 1e-8 would flip and inflate it."""
+    module, seen = {"reinforce": reinforce, "vpg": vpg, "trpo": trpo}[name], []
+
+    def tiny(x):  # increasing values with a std of about 2e-9
+        return torch.linspace(-1.0, 1.0, x.numel()).reshape(x.shape) * 3e-9
+
+    if name == "reinforce":
+        monkeypatch.setattr(module, "compute_returns", lambda *a: tiny(a[0]))
+        real_loss = module.reinforce_loss
+        monkeypatch.setattr(module, "reinforce_loss", lambda lp, g: (seen.append(g.clone()), real_loss(lp, g))[1])
+        flags = dict(total_timesteps=1000, norm_returns=True)
+    else:
+        real_gae = module.compute_gae
+        monkeypatch.setattr(module, "compute_gae", lambda *a: (tiny(a[0]), real_gae(*a)[1]) if a[6] != 1.0 else real_gae(*a))
+        if name == "vpg":
+            real_loss = module.vpg_loss
+            monkeypatch.setattr(module, "vpg_loss", lambda lp, adv: (seen.append(adv.clone()), real_loss(lp, adv))[1])
+        else:
+            real_step = module.trpo_step
+            monkeypatch.setattr(module, "trpo_step", lambda ag, p, o, ac, adv, args: (seen.append(adv.clone()),
+                                                                                     real_step(ag, p, o, ac, adv, args))[1])
+        flags = dict(total_timesteps=24, num_envs=2, num_steps=12, vf_iters=2)
+    module.train(short_args(module, log_dir, **flags))
+    weights = seen[0]
+    assert torch.isfinite(weights).all() and weights.abs().max() < 1 and weights[-1] > weights[0], weights
+
+
 @pytest.mark.parametrize("module", [reinforce, vpg])
 def test_logged_approx_kl_is_k3_between_the_policy_before_and_after_the_step(module, monkeypatch, log_dir):
     """losses/approx_kl of an update is k3 = mean[(r − 1) − log r], r = π_θ(a|s) / π_old(a|s), over
