@@ -128,6 +128,13 @@ def test_value_loss_by_hand(ppo_script):
     # V_old = 0, V = 1, R = 0.5: unclipped 0.25, clipped (0.2−0.5)² = 0.09; ½·max = 0.125
     assert value_loss(ppo_script, 1.0, 0.0, 0.5, clip_vloss=True) == pytest.approx(0.125)
     assert value_loss(ppo_script, 1.0, 0.0, 2.0, clip_vloss=False) == pytest.approx(0.5)
+    # V_old = −1, V = 0.5, R = 2: V moved by 1.5, clipped to 0.2, so V_clip = −0.8; ½·max(2.25, 7.84)
+    assert value_loss(ppo_script, 0.5, -1.0, 2.0, clip_vloss=True) == pytest.approx(3.92)
+    # a batch of two is averaged: ½·max(1, 3.24) and ½·max(0.25, 0.09), mean (1.62 + 0.125) / 2
+    n = torch.zeros(2)
+    _, stats = ppo_script.ppo_loss(n, n, n, torch.tensor([1.0, 1.0]), n, torch.tensor([2.0, 0.5]), n,
+                                   clip_coef=0.2, clip_vloss=True, ent_coef=0.0, vf_coef=1.0)
+    assert stats["value_loss"].item() == pytest.approx((1.62 + 0.125) / 2)
 
 
 def test_total_loss_combines_terms_with_their_signs(ppo_script):

@@ -86,6 +86,10 @@ def test_observation_normalisation_and_clip(module=ppo):
     np.testing.assert_allclose(frozen, [[10.0, 0.0]], atol=1e-3)  # 99 clipped to 10
     np.testing.assert_allclose(agent.obs_rms.mean, [1.0, 20.0], rtol=1e-3)  # unchanged when frozen
     assert np.array_equal(module.Agent(2, 1, norm_obs=False).normalize_obs(out), out)  # --no-norm-obs
+    # a feature that never changes: its variance falls below 1e-8, which the 1e-8 keeps from 0
+    constant = module.Agent(obs_dim=1, act_dim=1)
+    out = constant.normalize_obs(np.full((100_000, 1), 3.0))
+    assert constant.obs_rms.var[0] < 1e-8 and np.isfinite(out).all() and np.abs(out).max() < 1e-3
 
 
 def test_stored_action_is_the_unclipped_sample(monkeypatch, log_dir):

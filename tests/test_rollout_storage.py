@@ -106,3 +106,30 @@ def test_ppo_minibatch_advantages_are_normalised_to_mean_0_and_std_1(ppo_script,
                 assert abs(mb.mean().item()) < 1e-5 and mb.std().item() == pytest.approx(1.0, abs=1e-4)
             else:
                 assert torch.isin(mb, rollout).all()
+
+
+def test_ppo_advantages_and_targets_are_gae_with_the_runs_gamma_and_lambda(ppo_script, monkeypatch, log_dir):
+    """PPO's one GAE call gets the run's γ and λ (the critic's targets are its λ-returns)."""
+    seen, real_gae = [], ppo_script.compute_gae
+    monkeypatch.setattr(ppo_script, "compute_gae", lambda *a: (seen.append(a[5:]), real_gae(*a))[1])
+    tick_run(ppo_script, log_dir, gamma=0.9, gae_lambda=0.8)
+    assert seen == [(0.9, 0.8)]
+
+
+def test_ppo_minibatch_of_nearly_equal_advantages_is_normalised_without_blowing_up(ppo_script, monkeypatch,
+                                                                                   log_dir):
+    """The 1e-8 in (Â − mean) / (std + 1e-8) is added: advantages that spread by less than 1e-8
+    come out bounded and in their order, where a subtracted 1e-8 would flip and inflate them."""
+    given, real_gae, real_loss = [], ppo_script.compute_gae, ppo_script.ppo_loss
+
+    def tiny_gae(*a):  # increasing advantages with a std of about 2e-9, the real returns
+        advantages, returns = real_gae(*a)
+        return torch.linspace(-1.0, 1.0, advantages.numel()).reshape(advantages.shape) * 3e-9, returns
+
+    monkeypatch.setattr(ppo_script, "compute_gae", tiny_gae)
+    monkeypatch.setattr(ppo_script, "ppo_loss",
+                        lambda new_lp, old_lp, adv, *rest: (given.append(adv.clone()), real_loss(new_lp, old_lp, adv, *rest))[1])
+    monkeypatch.setattr(torch, "randperm", lambda n, **kw: torch.arange(n))  # minibatches in time order
+    tick_run(ppo_script, log_dir, update_epochs=1)
+    for mb in given:
+        assert torch.isfinite(mb).all() and mb.abs().max() < 1 and mb[-1] > mb[0], mb

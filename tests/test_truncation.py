@@ -80,6 +80,18 @@ def test_no_bootstrap_truncation_counts_a_truncation_as_a_termination(module, mo
     assert not torch.allclose(advantages_on[cut], off[5][cut])  # the default bootstraps: it differs
 
 
+@pytest.mark.parametrize("module", [ppo_discrete, ppo_continuous])
+def test_no_bootstrap_truncation_keeps_a_termination_a_termination(module, monkeypatch, log_dir):
+    """--no-bootstrap-truncation adds the truncations to the terminations; it does not replace
+    them: on TickEnds, whose episodes terminate, GAE still gets every termination."""
+    seen, real_gae = [], module.compute_gae
+    monkeypatch.setattr(module, "compute_gae", lambda *a: (seen.append(a[3].clone()), real_gae(*a))[1])
+    env_id = "TickEndsContinuous-v0" if module is ppo_continuous else "TickEndsDiscrete-v0"
+    module.train(short_args(module, log_dir, env_id=env_id, num_envs=2, num_steps=12, num_minibatches=2,
+                            total_timesteps=24, bootstrap_truncation=False))
+    assert seen[0].sum() == 4  # steps 5 and 10 of both envs
+
+
 @pytest.mark.parametrize("env_id", ["TickDiscrete-v0", "TickContinuous-v0", "TickEndsDiscrete-v0", "TickEndsContinuous-v0"])
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_every_episode_is_logged_with_its_true_length_and_return(name, env_id, log_dir):
