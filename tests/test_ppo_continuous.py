@@ -78,6 +78,15 @@ def test_reward_scale_is_std_of_discounted_return_reset_at_episode_end(module=pp
     assert discounted == [1.0, 1.5, 1.0, 1.5]  # R restarts after the episode ended at step 2
 
 
+def test_rewards_that_are_all_zero_scale_to_zero(module=ppo):
+    """An env that pays nothing for long: the variance of R falls below 1e-8, which the 1e-8 in
+    √(Var[R] + 1e-8) keeps from 0, so the scaled rewards stay 0 (not 0/0)."""
+    scaler = module.RewardScaler(num_envs=1000, gamma=0.99)
+    for _ in range(100):
+        scaled = scaler.scale(np.zeros(1000), np.zeros(1000, dtype=bool))
+    assert scaler.return_rms.var < 1e-8 and np.array_equal(scaled, np.zeros(1000))
+
+
 def test_observation_normalisation_and_clip(module=ppo):
     agent = module.Agent(obs_dim=2, act_dim=1)
     out = agent.normalize_obs(np.array([[0.0, 10.0], [2.0, 30.0]]))  # mean (1, 20), std (1, 10)
