@@ -270,7 +270,8 @@ def main() -> None:
         for i, (script, n, _, new) in enumerate(all_mutants, 1):
             earlier = done.get(f"{script}.py: {new.strip()}")
             if earlier:
-                dead, by = True, earlier.split("  killed by ")[1].rsplit(" (", 1)[0] + " (in --killed-in)"
+                by = earlier.split("  killed by ")[1].rsplit(" (", 1)[0].removesuffix(" (in --killed-in)")
+                dead, by = True, by + " (in --killed-in)"
             else:
                 dead, by = runner.ask(script, n, new, args.timeout)
             killed += dead
