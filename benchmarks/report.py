@@ -265,8 +265,13 @@ def mujoco2_section(results: list[dict]) -> list[str]:
 def cpus(name_a: str, runs_a: list[dict], name_b: str, runs_b: list[dict]) -> str:
     """Which CPUs two groups of runs were made on: a run repeats bit for bit only on the same kind of
     CPU (its kernels round differently), so across kinds two runs of one seed are two samples."""
-    a, b = (", ".join(sorted({r["machine"]["cpu"] for r in runs})) for runs in (runs_a, runs_b))
-    same = "the same CPU" if a == b else "different CPUs, whose round-off differs, so a seed does not repeat bit for bit"
+    def on(runs):  # "AMD EPYC", or "AMD EPYC (4 runs) and Intel(R) Xeon(R) Processor (7 runs)"
+        counts = {cpu: sum(r["machine"]["cpu"] == cpu for r in runs) for cpu in sorted({r["machine"]["cpu"] for r in runs})}
+        return " and ".join(f"{cpu} ({n} runs)" if len(counts) > 1 else cpu for cpu, n in counts.items())
+
+    a, b = on(runs_a), on(runs_b)
+    same = ("the same CPU" if a == b and " and " not in a else
+            "CPUs whose round-off differs, so a seed repeats bit for bit only on the same kind")
     return f"{name_a} ran on {a}, {name_b} on {b}: {same}."
 
 
