@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import TickEnv, assert_policy_equals_library, run_script, short_args
+from conftest import TickEnv, assert_policy_equals_library, nearly_equal_like, run_script, short_args
 
 import reinforce
 import trpo
@@ -237,17 +237,15 @@ def test_a_batch_of_nearly_equal_weights_is_normalised_without_blowing_up(name, 
     where a subtracted 1e-8 would flip and inflate it."""
     module, seen = {"reinforce": reinforce, "vpg": vpg, "trpo": trpo}[name], []
 
-    def tiny(x):  # increasing values with a std of about 2e-9
-        return torch.linspace(-1.0, 1.0, x.numel()).reshape(x.shape) * 3e-9
-
     if name == "reinforce":
-        monkeypatch.setattr(module, "compute_returns", lambda *a: tiny(a[0]))
+        monkeypatch.setattr(module, "compute_returns", lambda *a: nearly_equal_like(a[0]))
         real_loss = module.reinforce_loss
         monkeypatch.setattr(module, "reinforce_loss", lambda lp, g: (seen.append(g.clone()), real_loss(lp, g))[1])
         flags = dict(total_timesteps=1000, norm_returns=True)
     else:
         real_gae = module.compute_gae
-        monkeypatch.setattr(module, "compute_gae", lambda *a: (tiny(a[0]), real_gae(*a)[1]) if a[6] != 1.0 else real_gae(*a))
+        monkeypatch.setattr(module, "compute_gae",  # nearly equal advantages; λ = 1 (the targets) as it is
+                            lambda *a: (nearly_equal_like(a[0]), real_gae(*a)[1]) if a[6] != 1.0 else real_gae(*a))
         if name == "vpg":
             real_loss = module.vpg_loss
             monkeypatch.setattr(module, "vpg_loss", lambda lp, adv: (seen.append(adv.clone()), real_loss(lp, adv))[1])
