@@ -11,14 +11,14 @@ actions (MuJoCo: HalfCheetah, Hopper, Walker2d; Pendulum); ppo_discrete.py takes
     python ppo_continuous.py --eval-checkpoint runs/<run>/model.pt --capture-video
     tensorboard --logdir runs
 
-What changes from ppo_discrete.py: the policy is a diagonal Gaussian whose mean is the actor's
-output and whose log σ is a learned vector (`Agent`); the sampled action is clipped to the
-bounds for the env but stored unclipped; observations are normalised (`Agent.normalize_obs`,
-whose statistics are saved with the weights) and rewards scaled (`RewardScaler`) by running
-statistics (`--no-norm-obs` and `--no-norm-reward` switch them off, and benchmarks/ABLATIONS.md
-measures what each buys); evaluation acts with the mean action. The defaults are those of
-CleanRL's `ppo_continuous_action.py` (one env × 2048 steps, 32 minibatches, 10 epochs, α 3e-4,
-no entropy bonus, 1M steps).
+What changes from ppo_discrete.py, one idea: continuous actions. The policy is a diagonal
+Gaussian whose mean is the actor's output and whose log σ is a learned vector (`Agent`); the
+sampled action is clipped to the bounds for the env but stored unclipped; evaluation acts with
+the mean action. A second change comes with CleanRL's continuous script: observations are
+normalised (`Agent.normalize_obs`, saved with the weights) and rewards scaled (`RewardScaler`)
+by running statistics; `--no-norm-obs` and `--no-norm-reward` switch them off, and
+benchmarks/ABLATIONS.md measures what each buys. Defaults: CleanRL's `ppo_continuous_action.py`
+(one env × 2048 steps, 32 minibatches, 10 epochs, α 3e-4, no entropy bonus, 1M steps).
 
 Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022): "core detail
 N" from its list of 13 core details, "continuous detail N" from its 9 for continuous actions.

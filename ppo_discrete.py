@@ -11,15 +11,15 @@ algorithms" (arXiv:1707.06347), its clipped variant; with generalised advantage 
     python ppo_discrete.py --eval-checkpoint runs/<run>/model.pt --capture-video
     tensorboard --logdir runs
 
-What changes from trpo.py: only the policy's update, again. TRPO keeps each update inside a KL
-trust region by a second-order step; PPO gets a similar caution from first-order steps: the
-ratio r = π_θ/π_θ_old is clipped at 1 ± ε inside the loss (`ppo_loss`), which takes away the
-incentive to move r further, so each batch serves K epochs of minibatch Adam steps (the clip
-does not bound r: `--target-kl` can stop the epochs). With it come log π_θ_old(a|s) in the
-rollout; one loss and one Adam for actor and critic (an entropy bonus, a clipped value term, a
-decaying step size, a clipped gradient norm); the λ-return as the critic's target; advantages
-normalised per minibatch; and no Box head (ppo_continuous.py has it). Defaults: CleanRL's
-`ppo.py` (4 envs × 128 steps, α 2.5e-4, λ 0.95, 500k steps).
+What changes from trpo.py, one idea: a clipped objective in place of a trust region, and again
+only the policy's update. TRPO keeps each update inside a KL trust region by a second-order
+step; PPO gets a similar caution from first-order steps: the ratio r = π_θ/π_θ_old is clipped at
+1 ± ε inside the loss (`ppo_loss`), which takes away the incentive to move r further, so each
+batch serves K epochs of minibatch Adam steps (the clip does not bound r: `--target-kl` can stop
+the epochs). With it: log π_θ_old(a|s) in the rollout; one loss and one Adam for actor and
+critic (an entropy bonus, a clipped value term, a decaying step size, a clipped gradient norm);
+λ-returns as the critic's targets; advantages normalised per minibatch; no Box head
+(ppo_continuous.py has it). Defaults: CleanRL's `ppo.py` (4 envs × 128 steps, α 2.5e-4, λ 0.95).
 
 Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022): "core detail
 N" from its list of 13 core details.

@@ -14,19 +14,18 @@ Gymnasium environments with `Discrete` actions (CartPole-v1, LunarLander-v3) or 
     python trpo.py --eval-checkpoint runs/<run>/model.pt --capture-video
     tensorboard --logdir runs
 
-What changes from vpg.py: only the policy's update. vpg.py takes one Adam step along the
-gradient g, and nothing says how far that step moves the policy. TRPO bounds the move: it
-maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a mean KL[π_θ_old ‖ π_θ] ≤ δ.
-With L linearised and the KL taken to second order around θ_old, the solution is a step along
-the natural gradient H⁻¹g, with H the Hessian of the mean KL (the Fisher information):
-conjugate gradient finds x ≈ H⁻¹g from products H·v alone (`fisher_vector_product`,
-`conjugate_gradient`; both use H + cI, damped by c = --cg-damping), the step is scaled to the
-edge of the trust region, √(2δ / xᵀ(H + cI)x)·x, and a line search shrinks it until the
-measured KL is within δ and the surrogate improves (`line_search`); `trpo_step` puts them
-together. The
-policy has no optimiser and no step size α (`--learning-rate` is gone; δ takes its place); the
-critic, the rollout and GAE are vpg.py's, with its defaults; the default budget drops from 2M
-to 500k steps.
+What changes from vpg.py, one idea: a bounded step, and only the policy's update. vpg.py takes
+one Adam step along the gradient g, and nothing says how far that step moves the policy. TRPO
+bounds the move: it maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a mean
+KL[π_θ_old ‖ π_θ] ≤ δ. With L linearised and the KL taken to second order around θ_old, the
+solution is a step along the natural gradient H⁻¹g, with H the Hessian of the mean KL (the
+Fisher information): conjugate gradient finds x ≈ H⁻¹g from products H·v alone
+(`fisher_vector_product`, `conjugate_gradient`; both use H + cI, damped by c = --cg-damping),
+the step is scaled to the edge of the trust region, √(2δ / xᵀ(H + cI)x)·x, and a line search
+shrinks it until the measured KL is within δ and the surrogate improves (`line_search`);
+`trpo_step` puts them together. The policy has no optimiser and no step size α
+(`--learning-rate` is gone; δ takes its place); the critic, the rollout, GAE and the budget are
+vpg.py's, with its defaults.
 
 Defaults follow Spinning Up's TRPO (its TensorFlow 1 code), which keeps its VPG's batch and
 critic (4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99, λ 0.97): δ = 0.01 and damping

@@ -13,22 +13,22 @@ actions (Pendulum-v1, HalfCheetah-v4).
     python vpg.py --eval-checkpoint runs/<run>/model.pt --capture-video
     tensorboard --logdir runs
 
-What changes from reinforce.py: a critic V_φ(s) learns to predict the return, and the weight of
-each log-probability becomes the advantage Â_t (GAE-λ), the return measured against that
-prediction, always normalised over the batch (reinforce.py's `--norm-returns` is gone). Because
-V estimates the rewards after a cut, a batch is a fixed T steps per env that may end
-mid-episode, and a time-limit truncation is bootstrapped with V(final observation); so the
-rollout is PPO's, not REINFORCE's episode collector. The critic has its own Adam (step size
-1e-3) and takes `vf_iters` steps per batch. The policy's step size stays reinforce.py's 3e-3, so
-that this step changes the estimator and nothing else.
+What changes from reinforce.py, one idea: a learned baseline. REINFORCE weights each
+log-probability by the return G_t, whose variance grows with the episode. VPG weights it by the
+advantage Â_t (GAE-λ): the return measured against V_φ(s), a critic that learns to predict it.
+At λ = 1 that is G_t − V(s_t), which has the same expected gradient (E[∇ log π] = 0) and a lower
+variance; λ < 1 trades a little bias for less. Â is always normalised over the batch
+(reinforce.py's `--norm-returns` is gone). One change follows from it, for its own reason: V
+estimates the rewards after a cut, so a batch need not hold whole episodes. It is a fixed T steps
+per env that may end mid-episode, and a time-limit truncation is bootstrapped with V(final
+observation). The critic has its own Adam and takes `vf_iters` steps per batch; the policy's step
+size (3e-3) and the budget (500k steps) stay reinforce.py's.
 
 Defaults follow Spinning Up's `vpg.py` (4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99,
-λ 0.97, no observation normalisation) except the policy's step size: Spinning Up's pi_lr 3e-4 is
-ten times smaller, too small to learn much in 1M MuJoCo steps (benchmarks/RESULTS.md, suite
-figure3-vpg-lr: at 3e-3, seed 1 beat every reinforce.py seed on all seven envs; at 3e-4 it beat
-them on three). Unlike PPO, VPG takes a single gradient
-step per batch: the estimate is only valid at the policy that collected the data, and VPG has no
-ratio or clip to keep a second step honest.
+λ 0.97, no observation normalisation), but not its policy step size: its pi_lr 3e-4 is too small
+to learn much in 1M MuJoCo steps (benchmarks/RESULTS.md, suite figure3-vpg-lr). Unlike PPO, VPG
+takes a single gradient step per batch: the estimate is only valid at the policy that collected
+the data, and VPG has no ratio or clip to keep a second step honest.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
 training algorithm ends with `train`; the tooling after it (input checks, evaluation,

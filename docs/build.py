@@ -428,6 +428,16 @@ ALGORITHM_FIRST = ["reinforce_loss", "vpg_loss", "surrogate", "ppo_loss", "trpo_
                    "layer_init"]
 
 
+def step_idea(old_name: str, new_name: str, paragraph: str) -> str:
+    """The step's one idea, which the first sentence of the newer file's paragraph names ("What
+    changes from X.py, one idea: Y."): the page's heading says it too, so that the course reads
+    as a list of ideas."""
+    idea = re.match(rf"What changes from {old_name}\.py, one idea: ([^.]*)\.", " ".join(paragraph.split()))
+    if not idea:
+        raise ValueError(f"{new_name}.py: its 'What changes from {old_name}.py' paragraph names no idea")
+    return idea[1]
+
+
 def step_page(old_name: str, new_name: str) -> str:
     sources = [(ROOT / f"{n}.py").read_text() for n in (old_name, new_name)]
     old, new = (definitions(source) for source in sources)
@@ -435,6 +445,7 @@ def step_page(old_name: str, new_name: str) -> str:
     # The intro, one: the newer file's own word on what changes from its predecessor.
     new_doc = sources[1].split('"""')[1].split("\n\n")
     change = [next(p for p in new_doc if p.startswith(f"What changes from {old_name}.py"))]
+    idea = step_idea(old_name, new_name, change[0])
     replaced = {name: next((b for b in REPLACES.get(name, []) if b in old), name) if name not in old else name
                 for name in new}
     blocks = []  # (in the algorithm, only comments changed, rank, html)
@@ -461,7 +472,7 @@ def step_page(old_name: str, new_name: str) -> str:
     intro = "".join(f"<p>{prose(' '.join(p.split()))}</p>" for p in change)
     nav = (f'<nav class="pages"><a href="{old_name}.html">← {old_name}.py</a>'
            f'<a href="{new_name}.html">{new_name}.py →</a></nav>')
-    content = (f"<header><h1>{old_name}.py → {new_name}.py</h1><p><a href=\"index.html\">pgref</a> · "
+    content = (f"<header><h1>{old_name}.py → {new_name}.py: {prose(idea)}</h1><p><a href=\"index.html\">pgref</a> · "
                f"the differences of each definition, the algorithm's first; changes that only re-wrap a comment "
                f"are left out</p></header>\n{nav}\n"
                f'<div class="intro">{intro}</div>\n<div class="diff">'

@@ -74,6 +74,27 @@ def test_step_pages_leave_out_rewraps_and_typeset_equations():
     assert diff.index("<code>surrogate</code> (was <code>vpg_loss</code>)") < diff.index("<code>trpo_step</code> (new)")
 
 
+IDEAS = {("reinforce", "vpg"): "a learned baseline", ("vpg", "trpo"): "a bounded step",
+         ("trpo", "ppo_discrete"): "a clipped objective", ("ppo_discrete", "ppo_continuous"): "continuous actions"}
+
+
+@pytest.mark.parametrize("old,new", IDEAS)
+def test_each_step_page_names_its_one_idea_and_links_its_real_predecessor(old, new):
+    page = build.step_page(old, new)
+    heading = page.split("<h1>", 1)[1].split("</h1>", 1)[0]
+    assert heading.startswith(f"{old}.py → {new}.py: {IDEAS[old, new]}"), heading
+    intro = page.split('<div class="intro">', 1)[1].split("</div>", 1)[0]
+    assert intro.count("<p>") == 1 and f"What changes from {old}.py, one idea" in intro
+    assert f'<a href="{old}.html">← {old}.py</a>' in page
+
+
+def test_a_step_whose_paragraph_names_no_idea_stops_the_build():
+    assert build.step_idea("vpg", "trpo", "What changes from vpg.py, one idea: a bounded step. More.") == "a bounded step"
+    for paragraph in ("What changes from vpg.py: a bounded step.", "What changes from reinforce.py, one idea: x."):
+        with pytest.raises(ValueError, match="names no idea"):
+            build.step_idea("vpg", "trpo", paragraph)
+
+
 # Lines changed by each step of the reading order (`diff A B | grep -c '^[<>]'`): the course's
 # targets are 300 / 250 / 300 / 200; where a step is still above its target, its limit is what it
 # changes today, so that it can only fall.
