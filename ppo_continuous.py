@@ -264,33 +264,36 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
     return advantages, advantages + values
 
 
-def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns, entropy,
-             clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
-    """The PPO objective on a minibatch of B steps, as a loss to minimise (Schulman et al. 2017,
-    eq. 9). Inputs have shape (B,); returns the scalar loss and a dict of detached diagnostics.
+def surrogate(ratio, advantages, clip_coef):
+    """The clipped surrogate objective L^CLIP(θ) on a batch of B steps, to maximise (Schulman et
+    al. 2017, eq. 7). Inputs have shape (B,); `ratio` holds r_t(θ), defined below.
 
     The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
     r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
-    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t): the gradient of the mean of r_t Â_t is
-    vpg.py's policy gradient. Away from θ_old that mean estimates the improvement only while the
-    policy stays close (the states still come from π_θ_old), so the objective must not reward
-    going far: the minimum with the clipped term makes it a pessimistic bound on r_t Â_t, where a
-    change of r_t beyond 1 ± ε counts when it lowers the objective and not when it raises it.
-    Like every policy-gradient loss this is a surrogate: its gradient, not its value, matters.
+    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t): the gradient g of L is vpg.py's policy
+    gradient. Away from θ_old, L estimates the improvement only while the policy stays close
+    (the states still come from π_θ_old). TRPO bounds the step; PPO takes the minimum with a
+    clipped ratio instead, a pessimistic bound on r_t Â_t: a change of r_t beyond 1 ± ε counts
+    when it lowers the objective and not when it raises it.
     """
+    # A sample gives no gradient only where the clipped term is the smaller one: Â > 0 and
+    # r > 1 + ε, or Â < 0 and r < 1 − ε (the step already moved it far enough its way). Where r
+    # left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
+    # math: L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)
+    # math: \bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)
+    clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+    return torch.min(ratio * advantages, clipped_ratio * advantages).mean()
+
+
+def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns, entropy,
+             clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
+    """The PPO objective on a minibatch of B steps as one loss for actor and critic, to minimise
+    (Schulman et al. 2017, eq. 9), with an entropy bonus that keeps the policy exploring. Inputs
+    have shape (B,); returns the scalar loss and a dict of detached diagnostics."""
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
     ratio = logratio.exp()  # r_t(θ); 1 (up to rounding) in the first minibatch of the first epoch
-    # Clipped surrogate (eq. 7), negated: the max of the negatives is the min of the objectives.
-    # A sample gives no surrogate gradient (its value and entropy terms still give one) only where
-    # the clipped term is the smaller one: Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε (the step
-    # already moved it far enough its way). Where r left [1 − ε, 1 + ε] the other way, the
-    # unclipped term is the minimum and pulls r back.
-    # math: L^{CLIP}(\theta) = \mathbb{E}_t[\min(r_t \hat A_t,\ \bar r_t \hat A_t)]
-    # math: \bar r_t = \mathrm{clip}(r_t,\ 1 - \epsilon,\ 1 + \epsilon)
-    pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
-    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+    pg_loss = -surrogate(ratio, advantages, clip_coef)
     # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
     # also clips the change of V around the rollout's prediction, like the ratio (core detail 9).
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
@@ -301,7 +304,6 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
         v_loss = 0.5 * torch.max(v_loss_unclipped, (v_clipped - returns) ** 2).mean()
     else:
         v_loss = 0.5 * v_loss_unclipped.mean()
-    # Entropy bonus c₂·H[π_θ(·|s_t)] keeps the policy exploring (eq. 9).
     # math: L(\theta) = -L^{CLIP} + c_1 L^{V} - c_2\, \mathbb{E}_t[H(\pi_\theta(\cdot|s_t))]
     entropy_loss = entropy.mean()
     loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss
@@ -446,8 +448,9 @@ def train(args: Args) -> dict:
 
         # --- flatten the batch: (T, N, ...) -> (T·N, ...) ---
         b_obs, b_actions = obs.reshape(-1, obs_dim), actions.reshape(-1, act_dim)
-        b_logprobs, b_values = logprobs.reshape(-1), values.reshape(-1)
-        b_advantages, b_returns = advantages.reshape(-1), returns.reshape(-1)
+        b_values, b_returns = values.reshape(-1), returns.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        b_logprobs = logprobs.reshape(-1)
 
         # --- update: K epochs, each a random split of the batch into minibatch Adam steps ---
         update_stats = []
@@ -467,8 +470,8 @@ def train(args: Args) -> dict:
                 # and one gradient-norm clip with the value and entropy terms, so this changes
                 # their relative weights and what the clip cuts.
                 if args.norm_adv:
-                    mb_mean, mb_std = mb_advantages.mean(), mb_advantages.std()
-                    mb_advantages = (mb_advantages - mb_mean) / (mb_std + 1e-8)
+                    mb_advantages = ((mb_advantages - mb_advantages.mean())
+                                     / (mb_advantages.std() + 1e-8))
                 loss, stats = ppo_loss(new_logprob, b_logprobs[mb_inds], mb_advantages, new_value,
                                        b_values[mb_inds], b_returns[mb_inds], entropy,
                                        args.clip_coef, args.clip_vloss, args.ent_coef, args.vf_coef)

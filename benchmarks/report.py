@@ -197,8 +197,9 @@ def figure3(results: list[dict], out: Path, md_path: Path) -> list[str]:
                    else "within one std below" if np.mean(finals) >= mean - std else "more than one std below")
         lines.append(f"| {env_id} | {mean_std(finals, expected)} | {' / '.join(f'{f:.1f}' for f in finals)} | "
                      f"{mean_std(evaluation(runs), expected, 'not recorded yet')} | {mean:.2f} ± {std:.2f} | {verdict} |")
-    lines += ["", "Commands (any env and seed; `reinforce.py` and `trpo.py` default to 500k steps and `vpg.py` to 2M, "
-              "so their budget is given), and the whole suite, resumable:", "", "```bash"]
+    lines += ladder(cells, expected)
+    lines += ["", "Commands (any env and seed; `reinforce.py`, `vpg.py` and `trpo.py` default to 500k steps, so their "
+              "budget is given), and the whole suite, resumable:", "", "```bash"]
     for algo in READING_ORDER:
         runs = next((cells[algo, e] for e in FIGURE3_ENVS if cells[algo, e]), None)
         if runs:
@@ -211,6 +212,62 @@ def figure3(results: list[dict], out: Path, md_path: Path) -> list[str]:
     if notes.exists():
         lines += [notes.read_text().strip(), ""]
     return lines
+
+
+def ladder(cells: dict, expected: int) -> list[str]:
+    """Where the reading order's ranking REINFORCE < VPG < TRPO < PPO holds, by the final return:
+    each step of the ladder on each env, as the difference of the two scripts' seed means with a
+    95% bootstrap interval ("higher" or "lower" only where the interval excludes 0)."""
+    if any(len(cells[a, e]) < expected for a in READING_ORDER for e in FIGURE3_ENVS):
+        return []
+    steps = list(zip(READING_ORDER, READING_ORDER[1:]))
+    lines = ["", "### Where the ranking REINFORCE < VPG < TRPO < PPO holds", "",
+             "Written by `report.py` from the table above. Each step of the reading order on each env: the final "
+             "return of the later script minus the earlier one's (mean over seeds), with a 95% bootstrap interval "
+             f"over the {expected} seeds of each; \"higher\" or \"lower\" only where the interval excludes 0.", "",
+             "| env | " + " | ".join(f"`{b}` − `{a}`" for a, b in steps) + " | ranking holds (means) |",
+             "|---|" + "---|" * (len(steps) + 1)]
+    holds, broken = [], defaultdict(list)  # envs where every step rises; step -> envs where it falls
+    for env_id in FIGURE3_ENVS:
+        finals = {a: [r["final_return"] for r in cells[a, env_id]] for a in READING_ORDER}
+        rises = [np.mean(finals[b]) > np.mean(finals[a]) for a, b in steps]
+        for (a, b), rise in zip(steps, rises, strict=True):
+            if not rise:
+                broken[a, b].append(env_id)
+        if all(rises):
+            holds.append(env_id)
+        lines.append(f"| {env_id} | " + " | ".join(compare(finals[a], finals[b]).replace(" | ", ", ")
+                                                  for a, b in steps) + f" | {'yes' if all(rises) else 'no'} |")
+    lines += ["", f"By the means, the whole ranking holds on {len(holds)} of {len(FIGURE3_ENVS)} envs"
+              + (f" ({', '.join(holds)})" if holds else "") + "; "
+              + "; ".join(f"`{b}` ends below `{a}` on {', '.join(envs)}" for (a, b), envs in broken.items())
+              + (". " if broken else "") + "With three seeds, a step that \"cannot tell apart\" is not evidence "
+              "of a tie, only of too few seeds to order the two."]
+    return lines
+
+
+def vpg_lr_section(results: list[dict]) -> list[str]:
+    """vpg.py at its policy step size (3e-3, reinforce.py's) beside vpg.py at Spinning Up's pi_lr
+    3e-4 (the suite figure3-vpg-lr) and reinforce.py, on the figure3 envs."""
+    cells, (_, _, flags, seeds, variant) = by_cell(results), SUITES["figure3-vpg-lr"][0]
+    if not any(cells.get(("vpg", e, variant)) for e in FIGURE3_ENVS):
+        return []
+    lines = ["## `vpg.py`'s policy step size", "",
+             f"`vpg.py` takes `reinforce.py`'s policy step size, 3e-3, so that the first step of the reading order "
+             f"changes the estimator and nothing else. Spinning Up's VPG uses pi_lr 3e-4; the suite `figure3-vpg-lr` "
+             f"runs `vpg.py` at 3e-4 (`{' '.join(flags[2:])}`, seeds {', '.join(map(str, seeds))}), the runs made "
+             "when 3e-4 was the default. Final returns, mean ± std over seeds; differences with a 95% bootstrap "
+             "interval.", "",
+             "| env | `reinforce` | `vpg` at 3e-4 | `vpg` at 3e-3 | 3e-3 − 3e-4 [95%] | | `vpg` at 3e-3 − `reinforce` [95%] | |",
+             "|---|---|---|---|---|---|---|---|"]
+    for env_id in FIGURE3_ENVS:
+        finals = [[r["final_return"] for r in cells.get((a, env_id, v), {}).values()]
+                  for a, v in (("reinforce", None), ("vpg", variant), ("vpg", None))]
+        done = all(len(f) == len(seeds) for f in finals)
+        lines.append(f"| {env_id} | " + " | ".join(mean_std(f, len(seeds)) for f in finals) + " | "
+                     + (f"{compare(finals[1], finals[2])} | {compare(finals[0], finals[2])}" if done else " | | | ")
+                     + " |")
+    return lines + [""]
 
 
 def by_cell(results: list[dict]) -> dict:
@@ -423,7 +480,7 @@ def main() -> None:
                   "not speed.", ""]
     lines += figure3(finished, args.out, args.results_md)
     everything = load_results(args.out)  # the variants too
-    lines += mujoco2_section(everything) + cg_stop_section(everything)
+    lines += vpg_lr_section(everything) + mujoco2_section(everything) + cg_stop_section(everything)
     for env_id in sorted(cells):
         png = args.out / f"{env_id}.png"
         plot_env(env_id, cells[env_id], png)

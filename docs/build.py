@@ -53,8 +53,7 @@ ALGORITHM = ["layer_init", "mlp", "Agent", "compute_returns", "compute_gae", "re
              "trpo_step", "value_loss", "ppo_loss", "RunningMeanStd", "RewardScaler", "train"]
 # The definitions of the older file that a definition of the newer file can take the place of, for
 # the step pages: the first one that the older file has.
-REPLACES = {"compute_gae": ["compute_returns"], "vpg_loss": ["reinforce_loss"], "surrogate": ["vpg_loss"],
-            "ppo_loss": ["surrogate", "vpg_loss"]}
+REPLACES = {"compute_gae": ["compute_returns"], "vpg_loss": ["reinforce_loss"], "surrogate": ["vpg_loss"]}
 MATH = re.compile(r"^# math: (.*)$")
 BANNER = re.compile(r"^# --- (.*) ---$")
 

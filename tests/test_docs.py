@@ -65,11 +65,13 @@ def test_step_pages_leave_out_rewraps_and_typeset_equations():
     assert '<span class="k">def</span>' in diff  # highlighted
     assert re.search(r'<span class="ln">\d+</span>', diff)  # with line numbers
     # the algorithm's change first: the new loss before the networks, the algorithm before the rest
-    assert diff.index("<code>ppo_loss</code>") < diff.index("<code>Agent</code>") < diff.index("Everything else")
+    assert diff.index("<code>surrogate</code>") < diff.index("<code>Agent</code>") < diff.index("Everything else")
     # one introduction, the newer file's, naming its real predecessor; TRPO's pieces shown as gone
     intro = page.split('<div class="intro">', 1)[1].split("</div>", 1)[0]
     assert intro.count("<p>") == 1 and "What changes from trpo.py" in intro, intro
-    assert "<code>ppo_loss</code> (was <code>surrogate</code>)" in diff and "<code>trpo_step</code> (gone)" in diff
+    # TRPO's surrogate becomes the clipped one, in place; its trust-region machinery is gone
+    assert "<h3><code>surrogate</code></h3>" in diff and "<code>ppo_loss</code> (new)" in diff
+    assert "<code>trpo_step</code> (gone)" in diff and "<code>value_loss</code> (gone)" in diff
     diff = build.step_page("vpg", "trpo").split('<div class="diff">', 1)[1]
     assert diff.index("<code>surrogate</code> (was <code>vpg_loss</code>)") < diff.index("<code>trpo_step</code> (new)")
 
@@ -98,7 +100,7 @@ def test_a_step_whose_paragraph_names_no_idea_stops_the_build():
 # Lines changed by each step of the reading order (`diff A B | grep -c '^[<>]'`): the course's
 # targets are 300 / 250 / 300 / 200; where a step is still above its target, its limit is what it
 # changes today, so that it can only fall.
-STEP_LIMITS = {("reinforce", "vpg"): 347, ("vpg", "trpo"): 250, ("trpo", "ppo_discrete"): 480,
+STEP_LIMITS = {("reinforce", "vpg"): 344, ("vpg", "trpo"): 247, ("trpo", "ppo_discrete"): 470,
                ("ppo_discrete", "ppo_continuous"): 200}
 
 

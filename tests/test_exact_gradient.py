@@ -146,7 +146,7 @@ def tabular_estimate(module, agent, batch, V, gae_lambda=None, leak=False, throu
         advantages = advantages[:, 0]
         if hasattr(module, "vpg_loss"):
             loss = module.vpg_loss(logprob, advantages)
-        elif hasattr(module, "surrogate"):  # TRPO's g, the gradient of L(θ) at θ = θ_old
+        elif hasattr(module, "trpo_step"):  # TRPO's g, the gradient of L(θ) at θ = θ_old
             loss = -module.surrogate(logprob, logprob.detach(), advantages)
         else:  # the clipped surrogate at its first minibatch step, where π_θ = π_θ_old: ratio 1
             zeros = torch.zeros_like(logprob)
@@ -220,7 +220,7 @@ def gaussian_check(module, average_over_dims=False):
             loss = module.reinforce_loss(logprob, rewards)
         elif hasattr(module, "vpg_loss"):
             loss = module.vpg_loss(logprob, rewards - baseline)
-        elif hasattr(module, "surrogate"):
+        elif hasattr(module, "trpo_step"):
             loss = -module.surrogate(logprob, logprob.detach(), rewards - baseline)
         else:
             zeros = torch.zeros(n)
