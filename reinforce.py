@@ -171,8 +171,8 @@ class Agent(nn.Module):
 def compute_returns(rewards, dones, gamma: float):
     """Discounted rewards-to-go over a batch of complete episodes laid end to end.
 
-    rewards and dones have shape (B,); dones[t] = 1 at the last step of each episode, so the
-    batch ends with a 1. The sum stops at the episode's end and never crosses into the next:
+    rewards and dones have shape (T, N), time-major (or (T,) for one env); dones[t] = 1 at the
+    last step of each episode. The sum stops at the episode's end and never crosses into the next:
 
         G_t = r_t + γ (1 − done_t) G_{t+1}   =   Σ_{l ≥ 0, within the episode} γ^l r_{t+l}
 
@@ -180,7 +180,7 @@ def compute_returns(rewards, dones, gamma: float):
     dropping them leaves the gradient's expectation unchanged and usually lowers its variance.
     """
     returns = torch.zeros_like(rewards)
-    next_return = torch.zeros(())  # G_{t+1}
+    next_return = torch.zeros_like(rewards[0])  # G_{t+1}, shape (N,)
     for t in reversed(range(rewards.shape[0])):
         next_return = rewards[t] + gamma * (1.0 - dones[t]) * next_return
         returns[t] = next_return
@@ -248,50 +248,51 @@ def train(args: Args) -> dict:
         # (Pardo et al. 2018).
         # The first reset seeds env i with seed + i; later resets continue those random streams.
         next_obs_np, _ = envs.reset(seed=args.seed if iteration == 1 else None)
-        next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
-        iteration_start = global_step
-        episode_obs, episode_actions, episode_rewards = ([[] for _ in range(args.num_envs)]
-                                                         for _ in range(3))
-        b_obs, b_actions, b_rewards, b_dones = [], [], [], []  # a step each, episode after episode
+        next_obs_np = next_obs_np.astype(np.float32)  # float32, as the networks are
+        iteration_start, batch_steps = global_step, 0
+        # NumPy while the rollout runs, one entry per step of the N envs; keep marks the steps
+        # that enter the batch: env i's, up to the end of its last episode in the batch.
+        obs_np, actions_np, rewards_np, dones_np, keep_np = [], [], [], [], []
         collecting = np.ones(args.num_envs, dtype=bool)  # env i's episode goes into the batch
         # Collecting needs no gradient (the update recomputes log π): inference mode is torch's
         # no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             while collecting.any():
                 global_step += args.num_envs
+                obs_np.append(next_obs_np)
+                next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
                 action, _, _ = agent.get_action(next_obs)
+                action_np = action.cpu().numpy()
+                actions_np.append(action_np)
                 # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
                 # keeps the sample itself, whose log-probability is the one the gradient needs.
-                env_action = action.cpu().numpy()
+                env_action = action_np
                 if agent.continuous:
-                    env_action = np.clip(env_action, action_space.low, action_space.high)
+                    env_action = np.clip(action_np, action_space.low, action_space.high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
                 run.check_env(next_obs_np, reward, infos, global_step)  # stops on NaN or inf
-                for i in np.flatnonzero(collecting):
-                    episode_obs[i].append(next_obs[i])
-                    episode_actions[i].append(action[i])
-                    episode_rewards[i].append(float(reward[i]))
-                next_obs = torch.as_tensor(next_obs_np, dtype=torch.float32, device=device)
-                for i in np.flatnonzero((terminated | truncated) & collecting):
+                rewards_np.append(reward)
+                dones_np.append(terminated | truncated)
+                keep_np.append(collecting.copy())
+                next_obs_np = next_obs_np.astype(np.float32)
+                batch_steps += collecting.sum()
+                for i in np.flatnonzero(dones_np[-1] & collecting):  # batch episodes that ended
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)
                     episodic_returns.append((global_step, float(episode_return)))
-                    b_obs += episode_obs[i]
-                    b_actions += episode_actions[i]
-                    b_rewards += episode_rewards[i]
-                    b_dones += [0.0] * (len(episode_rewards[i]) - 1) + [1.0]  # its own steps
-                    episode_obs[i], episode_actions[i], episode_rewards[i] = [], [], []
-                    collecting[i] = len(b_rewards) < args.batch_size
+                    collecting[i] = batch_steps < args.batch_size  # start another episode?
                 if global_step >= args.total_timesteps and not episodic_returns:  # no end at all
                     run.end(global_step, f"no episode of {args.env_id} ended in --total-timesteps "
                             "steps; REINFORCE learns from complete episodes: in make_env, give "
                             "the env a time limit, gym.make(env_id, max_episode_steps=1000)")
 
         # --- returns: rewards-to-go G_t of each step, within its episode ---
-        b_obs, b_actions = torch.stack(b_obs), torch.stack(b_actions)  # (B, obs_dim), (B, ...)
-        b_returns = compute_returns(torch.tensor(b_rewards, device=device),
-                                    torch.tensor(b_dones, device=device), args.gamma)
+        obs, actions, rewards, dones, keep = (
+            torch.tensor(np.array(x), device=device)  # (T, N, ...), T the rollout's length
+            for x in (obs_np, actions_np, rewards_np, dones_np, keep_np))
+        returns = compute_returns(rewards.float(), dones.float(), args.gamma)  # (T, N)
+        b_obs, b_actions, b_returns = obs[keep], actions[keep], returns[keep]  # (B, ...)
         if args.norm_returns:
             # The batch mean is a baseline: subtracting a constant leaves the expected gradient
             # unchanged, since E[∇ log π] = 0 (apart from the small bias of taking the mean from
@@ -320,7 +321,7 @@ def train(args: Args) -> dict:
             writer.add_scalar(f"losses/{key}", value, global_step)
         # The share of the steps taken that entered the batch; the rest were spent by the other
         # envs while the last episodes of the batch ran to their end.
-        batch_fraction = len(b_rewards) / (global_step - iteration_start)
+        batch_fraction = batch_steps / (global_step - iteration_start)
         writer.add_scalar("charts/batch_fraction", batch_fraction, global_step)
         sps = global_step / (time.time() - start_time)
         writer.add_scalar("charts/SPS", sps, global_step)

@@ -83,6 +83,14 @@ SUITES["figure3-vpg-lr"] = [("vpg", env_id, MILLION + ["--learning-rate", "3e-4"
 CLEANRL_MUJOCO2 = ["HalfCheetah-v4", "Walker2d-v4", "Hopper-v4", "InvertedPendulum-v4", "Humanoid-v4"]
 SUITES["cleanrl-mujoco2"] = [("ppo_continuous", env_id, [], THREE_SEEDS, "mujoco-2.3.7") for env_id in CLEANRL_MUJOCO2]
 
+# reinforce.py's rollout stores every step of the N envs time-major, with a mask of the steps that
+# enter the batch, where it kept per-env episode lists: the batch holds its steps in another order
+# (and the rule that stops new episodes counts the steps of unfinished ones too), so later bits
+# differ. The classic reinforce cells again with the new rollout, to compare with their runs made
+# before it (RESULTS.md).
+SUITES["reinforce-rollout"] = [("reinforce", "CartPole-v1", [], FIVE_SEEDS, "time-major"),
+                               ("reinforce", "LunarLander-v3", MILLION, FIVE_SEEDS, "time-major")]
+
 # trpo.py's conjugate gradient stops once rᵀr < 1e-10 (as Baselines' and SB3-contrib's do); before,
 # it always ran 10 iterations, which on CartPole reach 1e-20 and changed later bits. The classic
 # trpo cells again with that stop, to compare with their runs made before it (RESULTS.md).

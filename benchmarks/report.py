@@ -332,12 +332,12 @@ def cpus(name_a: str, runs_a: list[dict], name_b: str, runs_b: list[dict]) -> st
     return f"{name_a} ran on {a}, {name_b} on {b}: {same}."
 
 
-def cg_stop_section(results: list[dict]) -> list[str]:
-    """trpo.py after its conjugate gradient got its stop (the trpo-cg-stop suite) beside the runs of
-    the same cells and seeds made before it."""
-    cells = by_cell(results)
-    rows = []
-    for script, env_id, _, seeds, variant in SUITES["trpo-cg-stop"]:
+def before_after(results: list[dict], suite: str, heading: str, intro: str, note: str) -> list[str]:
+    """A suite that reran cells after a change to a script (its variant names the change) beside
+    the runs of the same cells and seeds made before it: final returns, identical curves, and the
+    difference with its bootstrap interval."""
+    cells, rows = by_cell(results), []
+    for script, env_id, _, seeds, variant in SUITES[suite]:
         after, before = cells.get((script, env_id, variant), {}), cells.get((script, env_id, None), {})
         if not after:
             continue
@@ -348,21 +348,40 @@ def cg_stop_section(results: list[dict]) -> list[str]:
                     f"{same} | " + (compare(b, a) if len(both) > 1 else " | ") + " |")
     if not rows:
         return []
-    return ["## `trpo.py`'s conjugate-gradient stop", "",
-            "Conjugate gradient now stops once rᵀr < 1e-10, as OpenAI Baselines' and SB3-contrib's TRPO do (before, it "
-            "always ran 10 iterations; past convergence those divide round-off by round-off, and on a residual of exactly "
-            "0 they gave a NaN step). On CartPole its residual falls below 1e-10 after 5 or 6 iterations in the first "
-            "updates of a run (seed 1), so the new stop changes the runs' later bits. The classic cells rerun "
-            "with it (suite `trpo-cg-stop`), against the runs made before it (final returns, mean ± std over seeds, "
-            "ddof 0; the difference is after − before with a 95% "
-            "bootstrap interval):", "",
+    variants, envs = {c[4] for c in SUITES[suite]}, {(c[0], c[1]) for c in SUITES[suite]}
+    return [f"## {heading}", "", intro + " (final returns, mean ± std over seeds, ddof 0; the difference is after − "
+            "before with a 95% bootstrap interval):", "",
             "| env | seeds | before | after | runs with the identical curve | after − before [95%] | |",
             "|---|---|---|---|---|---|---|", *rows, "",
-            cpus("The runs before", [r for (a, e, v), runs in cells.items() if a == "trpo" and v is None
-                                     and e in {c[1] for c in SUITES["trpo-cg-stop"]} for r in runs.values()],
-                 "the runs after", [r for (a, e, v), runs in cells.items() if v == "cg-stop" for r in runs.values()])
-            + " The change itself was seen on one machine: the same seed and flags give other weights after it "
-            "(`tests/fingerprint.py`, trpo on CartPole-v1).", ""]
+            cpus("The runs before", [r for (a, e, v), runs in cells.items() if (a, e) in envs and v is None
+                                     for r in runs.values()],
+                 "the runs after", [r for (a, e, v), runs in cells.items() if v in variants for r in runs.values()])
+            + " " + note, ""]
+
+
+def cg_stop_section(results: list[dict]) -> list[str]:
+    return before_after(
+        results, "trpo-cg-stop", "`trpo.py`'s conjugate-gradient stop",
+        "Conjugate gradient now stops once rᵀr < 1e-10, as OpenAI Baselines' and SB3-contrib's TRPO do (before, it "
+        "always ran 10 iterations; past convergence those divide round-off by round-off, and on a residual of exactly "
+        "0 they gave a NaN step). On CartPole its residual falls below 1e-10 after 5 or 6 iterations in the first "
+        "updates of a run (seed 1), so the new stop changes the runs' later bits. The classic cells rerun "
+        "with it (suite `trpo-cg-stop`), against the runs made before it",
+        "The change itself was seen on one machine: the same seed and flags give other weights after it "
+        "(`tests/fingerprint.py`, trpo on CartPole-v1).")
+
+
+def reinforce_rollout_section(results: list[dict]) -> list[str]:
+    return before_after(
+        results, "reinforce-rollout", "`reinforce.py`'s time-major rollout",
+        "`reinforce.py` now stores every step of its N envs time-major, as `vpg.py` does, with a mask of the steps "
+        "that enter the batch, where it kept a list of steps per env and episode. Its batches hold the same kind "
+        "of data (whole episodes, every one begun played to its end) in another order, and the rule that stops "
+        "new episodes once the batch is full now counts the steps of unfinished episodes too. The first batch of "
+        "a run is the same trajectory; later bits differ. The classic cells rerun with it (suite "
+        "`reinforce-rollout`), against the runs made before it",
+        "The `reinforce.py` runs of the other suites (mujoco, figure3) were made before the change and were not "
+        "rerun.")
 
 
 def reference_runs() -> list[str]:
@@ -480,7 +499,8 @@ def main() -> None:
                   "not speed.", ""]
     lines += figure3(finished, args.out, args.results_md)
     everything = load_results(args.out)  # the variants too
-    lines += vpg_lr_section(everything) + mujoco2_section(everything) + cg_stop_section(everything)
+    lines += (vpg_lr_section(everything) + mujoco2_section(everything) + cg_stop_section(everything)
+              + reinforce_rollout_section(everything))
     for env_id in sorted(cells):
         png = args.out / f"{env_id}.png"
         plot_env(env_id, cells[env_id], png)

@@ -100,7 +100,7 @@ def test_a_step_whose_paragraph_names_no_idea_stops_the_build():
 # Lines changed by each step of the reading order (`diff A B | grep -c '^[<>]'`): the course's
 # targets are 300 / 250 / 300 / 200; where a step is still above its target, its limit is what it
 # changes today, so that it can only fall.
-STEP_LIMITS = {("reinforce", "vpg"): 344, ("vpg", "trpo"): 247, ("trpo", "ppo_discrete"): 470,
+STEP_LIMITS = {("reinforce", "vpg"): 335, ("vpg", "trpo"): 247, ("trpo", "ppo_discrete"): 470,
                ("ppo_discrete", "ppo_continuous"): 200}
 
 

@@ -88,25 +88,20 @@ def test_vpg_value_targets_bootstrap_cut_and_truncated_paths_but_not_terminated_
 
 @pytest.mark.parametrize("batch_size", [1, 300])
 def test_reinforce_batch_holds_whole_episodes_and_finishes_every_one_begun(batch_size, monkeypatch, log_dir):
-    """Inside a real run on CartPole (reward 1 per step, so a return is a length): each batch is a
-    sequence of whole logged episodes with done = 1 at each one's last step, and at least
-    batch_size steps. With batch_size = 1 the first episode to end fills the batch, yet the
-    episodes the other envs had begun are still played out: 4 envs, 4 episodes per batch."""
-    batches, real = [], reinforce.compute_returns
-
-    def spy(rewards, dones, gamma):
-        batches.append((rewards.clone(), dones.clone()))
-        return real(rewards, dones, gamma)
-
-    monkeypatch.setattr(reinforce, "compute_returns", spy)
-    result = reinforce.train(short_args(reinforce, log_dir, num_envs=4, batch_size=batch_size, total_timesteps=1500))
-    lengths = []
-    for rewards, dones in batches:
-        assert len(rewards) >= batch_size and dones[-1] == 1 and torch.all(rewards == 1)
-        ends = torch.nonzero(dones).flatten().tolist()
-        assert batch_size > 1 or len(ends) == 4
-        lengths += np.diff([-1] + ends).tolist()
-    assert lengths == [r for _, r in result["episodic_returns"]]  # each logged episode, whole, once, in order
+    """Inside a real run on CartPole (reward 1 per step; with γ = 1 a step's G_t counts the steps
+    left in its episode, 1 at its last): the returns that reach the loss are exactly those of the
+    logged episodes, each whole and once (an episode of length L gives G = L, L − 1, ..., 1),
+    at least batch_size steps per batch. With batch_size = 1 the first episode to end fills the
+    batch, yet the episodes the other envs had begun are still played out: 4 episodes a batch."""
+    batches, real_loss = [], reinforce.reinforce_loss
+    monkeypatch.setattr(reinforce, "reinforce_loss", lambda lp, g: (batches.append(g.clone()), real_loss(lp, g))[1])
+    result = reinforce.train(short_args(reinforce, log_dir, num_envs=4, batch_size=batch_size, gamma=1.0,
+                                        total_timesteps=1500))
+    for returns in batches:
+        assert len(returns) >= batch_size and (batch_size > 1 or (returns == 1).sum() == 4)
+    lengths = [int(r) for _, r in result["episodic_returns"]]
+    expected = sorted(g for length in lengths for g in range(1, length + 1))
+    assert sorted(torch.cat(batches).int().tolist()) == expected and len(lengths) > 4
 
 
 @pytest.mark.parametrize("module", [reinforce, vpg, trpo])
@@ -218,16 +213,17 @@ def test_vpg_critic_regresses_on_lambda_one_returns_and_actor_gets_lambda_advant
     torch.testing.assert_close(policy_advantages[0], (a - a.mean()) / (a.std() + 1e-8))
 
 
-@pytest.mark.parametrize("norm_returns", [False, True])
-def test_reinforce_norm_returns_flag(norm_returns, monkeypatch, log_dir):
-    """--norm-returns hands the loss G_t standardised over the batch; without it, G_t unchanged."""
-    seen, real_loss, real_returns = [], reinforce.reinforce_loss, reinforce.compute_returns
-    monkeypatch.setattr(reinforce, "compute_returns", lambda *a: (seen.append(real_returns(*a)), seen[-1])[1])
-    monkeypatch.setattr(reinforce, "reinforce_loss", lambda lp, g: (seen.append(g.clone()), real_loss(lp, g))[1])
-    reinforce.train(short_args(reinforce, log_dir, total_timesteps=1000, norm_returns=norm_returns))
-    raw, given = seen[0], seen[1]
-    expected = (raw - raw.mean()) / (raw.std() + 1e-8) if norm_returns else raw
-    torch.testing.assert_close(given, expected)
+def test_reinforce_norm_returns_flag(monkeypatch, log_dir):
+    """--norm-returns hands the loss G_t standardised over the batch; without it, G_t unchanged.
+    The first batch, collected before any update, is the same with and without the flag."""
+    seen, real_loss = {}, reinforce.reinforce_loss
+    for norm_returns in (False, True):
+        monkeypatch.setattr(reinforce, "reinforce_loss",
+                            lambda lp, g, k=norm_returns: (seen.setdefault(k, g.clone()), real_loss(lp, g))[1])
+        reinforce.train(short_args(reinforce, log_dir, total_timesteps=1000, norm_returns=norm_returns))
+    raw = seen[False]
+    assert raw.min() > 0.5  # CartPole's rewards-to-go, unnormalised
+    torch.testing.assert_close(seen[True], (raw - raw.mean()) / (raw.std() + 1e-8))
 
 
 @pytest.mark.parametrize("name", ["reinforce", "vpg", "trpo"])
