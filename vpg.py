@@ -16,8 +16,8 @@ actions (Pendulum-v1, HalfCheetah-v4).
 What changes from reinforce.py, one idea: a learned baseline. REINFORCE weights each
 log-probability by the return G_t, whose variance grows with the episode. VPG weights it by the
 advantage Â_t (GAE-λ): the return measured against V_φ(s), a critic that learns to predict it.
-At λ = 1 that is G_t − V(s_t), which has the same expected gradient (E[∇ log π] = 0) and a lower
-variance; λ < 1 trades a little bias for less. Â is always normalised over the batch
+At λ = 1 that is G_t − V(s_t), which has the same expected gradient (E[∇ log π] = 0) and, as V
+learns, a lower variance; λ < 1 trades a little bias for less. Â is always normalised over the batch
 (reinforce.py's `--norm-returns` is gone). One change follows from it, for its own reason: V
 estimates the rewards after a cut, so a batch need not hold whole episodes. It is a fixed T steps
 per env that may end mid-episode, and a time-limit truncation is bootstrapped with V(final
