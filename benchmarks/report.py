@@ -227,19 +227,20 @@ def ladder(cells: dict, expected: int) -> list[str]:
              f"over the {expected} seeds of each; \"higher\" or \"lower\" only where the interval excludes 0.", "",
              "| env | " + " | ".join(f"`{b}` − `{a}`" for a, b in steps) + " | ranking holds (means) |",
              "|---|" + "---|" * (len(steps) + 1)]
-    holds, broken = [], defaultdict(list)  # envs where every step rises; step -> envs where it falls
+    holds, level, broken = [], [], defaultdict(list)  # step -> envs where the later script ends lower
     for env_id in FIGURE3_ENVS:
         finals = {a: [r["final_return"] for r in cells[a, env_id]] for a in READING_ORDER}
-        rises = [np.mean(finals[b]) > np.mean(finals[a]) for a, b in steps]
-        for (a, b), rise in zip(steps, rises, strict=True):
-            if not rise:
+        signs = [np.sign(np.mean(finals[b]) - np.mean(finals[a])) for a, b in steps]
+        for (a, b), sign in zip(steps, signs, strict=True):
+            if sign < 0:
                 broken[a, b].append(env_id)
-        if all(rises):
-            holds.append(env_id)
+        verdict = "yes" if min(signs) > 0 else "no" if min(signs) < 0 else "level where equal"
+        (holds if verdict == "yes" else level if verdict != "no" else []).append(env_id)
         lines.append(f"| {env_id} | " + " | ".join(compare(finals[a], finals[b]).replace(" | ", ", ")
-                                                  for a, b in steps) + f" | {'yes' if all(rises) else 'no'} |")
+                                                  for a, b in steps) + f" | {verdict} |")
     lines += ["", f"By the means, the whole ranking holds on {len(holds)} of {len(FIGURE3_ENVS)} envs"
-              + (f" ({', '.join(holds)})" if holds else "") + "; "
+              + (f" ({', '.join(holds)})" if holds else "")
+              + (f", and with equal means at some step on {', '.join(level)}" if level else "") + "; "
               + "; ".join(f"`{b}` ends below `{a}` on {', '.join(envs)}" for (a, b), envs in broken.items())
               + (". " if broken else "") + "With three seeds, a step that \"cannot tell apart\" is not evidence "
               "of a tie, only of too few seeds to order the two."]
