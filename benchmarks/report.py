@@ -254,8 +254,8 @@ def vpg_lr_section(results: list[dict]) -> list[str]:
     if not any(cells.get(("vpg", e, variant)) for e in FIGURE3_ENVS):
         return []
     lines = ["## `vpg.py`'s policy step size", "",
-             f"`vpg.py` takes `reinforce.py`'s policy step size, 3e-3, so that the first step of the reading order "
-             f"changes the estimator and nothing else. Spinning Up's VPG uses pi_lr 3e-4; the suite `figure3-vpg-lr` "
+             f"`vpg.py` takes `reinforce.py`'s policy step size, 3e-3, so that the step size is not what tells the first "
+             f"step of the reading order apart. Spinning Up's VPG uses pi_lr 3e-4; the suite `figure3-vpg-lr` "
              f"runs `vpg.py` at 3e-4 (`{' '.join(flags[2:])}`, seeds {', '.join(map(str, seeds))}), the runs made "
              "when 3e-4 was the default. Final returns, mean ± std over seeds; differences with a 95% bootstrap "
              "interval.", "",
