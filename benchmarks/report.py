@@ -15,6 +15,7 @@ env, and a table of the difference of final returns with a 95% bootstrap interva
 """
 
 import argparse
+import itertools
 import json
 import sys
 from collections import Counter, defaultdict
@@ -220,7 +221,7 @@ def ladder(cells: dict, expected: int) -> list[str]:
     95% bootstrap interval ("higher" or "lower" only where the interval excludes 0)."""
     if any(len(cells[a, e]) < expected for a in READING_ORDER for e in FIGURE3_ENVS):
         return []
-    steps = list(zip(READING_ORDER, READING_ORDER[1:]))
+    steps = list(itertools.pairwise(READING_ORDER))
     lines = ["", "### Where the ranking REINFORCE < VPG < TRPO < PPO holds", "",
              "Written by `report.py` from the table above. Each step of the reading order on each env: the final "
              "return of the later script minus the earlier one's (mean over seeds), with a 95% bootstrap interval "
@@ -378,8 +379,9 @@ def reinforce_rollout_section(results: list[dict]) -> list[str]:
         "`reinforce.py` now stores every step of its N envs time-major, as `vpg.py` does, with a mask of the steps "
         "that enter the batch, where it kept a list of steps per env and episode. Its batches hold the same kind "
         "of data (whole episodes, every one begun played to its end) in another order, and the rule that stops "
-        "new episodes once the batch is full now counts the steps of unfinished episodes too. The first batch of "
-        "a run is the same trajectory; later bits differ. The classic cells rerun with it (suite "
+        "new episodes once the batch is full now counts the steps of unfinished episodes too. A run's first "
+        "rollout steps the same envs with the same actions, but which of its episodes enter the batch, and when "
+        "the rollout ends, may differ; everything after differs in its bits. The classic cells rerun with it (suite "
         "`reinforce-rollout`), against the runs made before it",
         "The `reinforce.py` runs of the other suites (mujoco, figure3) were made before the change and were not "
         "rerun.")
