@@ -169,7 +169,7 @@ class Agent(nn.Module):
 
 
 def compute_returns(rewards, dones, gamma: float):
-    """Discounted rewards-to-go over a batch of complete episodes laid end to end.
+    """Discounted rewards-to-go of every step of a rollout, each within its own episode.
 
     rewards and dones have shape (T, N), time-major (or (T,) for one env); dones[t] = 1 at the
     last step of each episode. The sum stops at the episode's end and never crosses into the next:

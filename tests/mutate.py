@@ -42,7 +42,8 @@ MATH_FUNCTIONS = {"compute_gae", "compute_returns", "ppo_loss", "reinforce_loss"
 # critic's targets, the advantage normalisations, the KL estimate. Matched by their text.
 FORMULAS = [r"next_values = torch\.cat", r"next_values = torch\.where", r"final_values_np\[step, idx\] =",
             r"terminal = \(terminations", r"else torch\.maximum\(terminations", r"_, returns = compute_gae",
-            r"args\.gamma, 1\.0\)", r"b_advantages = \(b_advantages - ", r"mb_advantages = \(mb_advantages - ",
+            r"args\.gamma, 1\.0\)", r"b_advantages = \(b_advantages - ", r"mb_advantages = \(\(mb_advantages - ",
+            r"/ \(mb_advantages\.std\(\) \+ 1e-8\)\)",
             r"mb_mean, mb_std = ", r"b_returns = \(b_returns - ", r"approx_kl = ", r"logratio = ", r"advantages, _ = compute_gae",
             r"advantages, returns = compute_gae", r"args\.gamma, args\.gae_lambda\)"]
 
