@@ -33,12 +33,14 @@ training algorithm ends with `train`; the tooling after it (input checks, evalua
 checkpoints) can be skipped on a first reading.
 """
 
+import functools
 import importlib.util
 import math
 import os
 import random
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 
@@ -93,18 +95,22 @@ class Args:
     """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
 
     # --- the run: seed, threads, logging, saving, evaluation ---
-    exp_name: str = "ppo_discrete"
-    """name of the experiment; part of the run directory runs/<env>__<exp>__<seed>__<time>"""
     seed: int = 1
     """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
     """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
     cuda: bool = False
     """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
+    exp_name: str = "ppo_discrete"
+    """name of the experiment; part of the run directory runs/<env>__<exp>__<seed>__<time>"""
     log_dir: str = "runs"
     """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
     save_model: bool = False
     """save the policy to <run>/model.pt at the end of training, or when stopped early"""
+    checkpoint_every: int = 10
+    """write <run>/checkpoint.pt every N updates, and when the run stops (0: only then)"""
+    resume: str | None = None
+    """go on with the run of this checkpoint.pt, in its folder, with the flags saved in it"""
     eval_episodes: int = 10
     """deterministic episodes after training (0: none), each cut at 10,000 steps at most"""
     eval_seed: int | None = None
@@ -113,6 +119,12 @@ class Args:
     """evaluate this model.pt instead of training; other flags default to those it was saved with"""
     capture_video: bool = False
     """film the evaluation episodes into <run>/videos (needs: pip install moviepy)"""
+    track: bool = False
+    """mirror the TensorBoard logs to Weights & Biases (needs: pip install wandb)"""
+    wandb_project_name: str = "pgref"
+    """the W&B project of --track"""
+    wandb_entity: str | None = None
+    """the W&B team or user of --track (by default, your own)"""
 
 
 def make_env(env_id: str, **kwargs) -> gym.Env:
@@ -128,7 +140,7 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     # the real last observation is in infos["final_obs"]. So every stored transition is real (the
     # default NEXT_STEP mode would spend one action per episode on a reset), and the final
     # observation is at hand to bootstrap a truncated episode.
-    envs = gym.vector.SyncVectorEnv([lambda: make_env(env_id) for _ in range(num_envs)],
+    envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
@@ -271,13 +283,6 @@ def train(args: Args) -> dict:
     batch_size = args.num_envs * args.num_steps
     minibatch_size = batch_size // args.num_minibatches
     num_iterations = args.total_timesteps // batch_size
-    # The env id without the module of module:EnvId: no ':' in a folder name.
-    run_name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
-    run_dir = os.path.join(args.log_dir, run_name)
-    writer = SummaryWriter(run_dir)
-    table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
-    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-
     # --- seeding: Python, NumPy, torch (action sampling, minibatch order) and the envs ---
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -302,12 +307,15 @@ def train(args: Args) -> dict:
     logprobs_np, values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
         np.zeros(shape, dtype=np.float32) for _ in range(6))
 
-    global_step, start_time, last_print = 0, time.time(), 0.0
     episodic_returns = []  # (step, return) of every training episode
     next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
     next_obs_np = next_obs_np.astype(np.float32)  # float32, as the networks are
-    run = Run(args, agent, writer)  # guard rails, Ctrl-C, checkpoint: the tooling after `train`
-    for iteration in range(1, num_iterations + 1):
+    # The tooling after `train`: the run's folder, logs and checkpoints, guard rails, Ctrl-C.
+    # With --resume, the checkpoint's state is put into these objects, in place, and the run
+    # goes on from its step, as if it had never stopped.
+    run = Run(args, agent, envs, optimizer, episodic_returns, next_obs_np)
+    writer, global_step, start_time, last_print = run.writer, run.last_step, run.start_time, 0
+    for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         if args.anneal_lr:  # α_i = α (1 − (i − 1)/I) in iteration i of I
             frac = 1.0 - (iteration - 1.0) / num_iterations
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
@@ -405,7 +413,6 @@ def train(args: Args) -> dict:
         # --- log: every loss is the mean over all minibatches of this update ---
         losses = {key: torch.stack([s[key] for s in update_stats]).mean().item()
                   for key in update_stats[0]}
-        run.check_update(losses, global_step)  # stops on NaN or inf
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
         # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
@@ -422,7 +429,7 @@ def train(args: Args) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if run.stopping:  # Ctrl-C
+        if run.check_update(losses, global_step, next_obs_np):  # NaN, inf; checkpoints; Ctrl-C
             break
     envs.close()
     return run.end(global_step, episodic_returns=episodic_returns)
@@ -444,8 +451,11 @@ def check_args(args):
         fail(f"needs gymnasium 1.4 or newer, found {gym.__version__}: pip install -U gymnasium")
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
-    if args.capture_video and not importlib.util.find_spec("moviepy"):
-        fail("--capture-video needs moviepy: pip install moviepy")
+    for flag, module in (("capture_video", "moviepy"), ("track", "wandb")):
+        if getattr(args, flag) and not importlib.util.find_spec(module):
+            fail(f"--{flag.replace('_', '-')} needs {module}: pip install {module}")
+    if args.capture_video and sys.platform == "linux":  # MuJoCo renders with no display too
+        os.environ.setdefault("MUJOCO_GL", "egl")
     if min(args.num_envs, args.num_steps, args.num_minibatches, args.update_epochs,
            args.num_threads) < 1 or args.eval_episodes < 0:
         fail("--num-envs, --num-steps, --num-minibatches, --update-epochs, --num-threads must be "
@@ -482,10 +492,68 @@ class Run:
 
     stopping = False  # Ctrl-C was pressed
 
-    def __init__(self, args, agent, writer):
-        self.args, self.agent, self.writer = args, agent, writer
-        self.last_step, self.last_weights = 0, nn.utils.parameters_to_vector(agent.parameters())
+    def __init__(self, args, agent, envs, *objects):
+        """Open the run's folder and its TensorBoard writer, mirrored to W&B with --track; take
+        the objects that the rest of the run depends on (the last ones are given again to
+        `check_update`). A new run gets a folder of its own, even where another run took its name.
+        With --resume, the run reopens its checkpoint's folder (TensorBoard drops what was logged
+        there after the checkpoint, which the run logs again), and the checkpoint's state is put
+        into the objects, in place; `last_step` is the step to go on from, and `start_time` the
+        time the run began, less the time it was stopped (SPS counts the run's own time)."""
+        self.args, self.agent, self.objects = args, agent, [agent, envs, *objects]
+        self.updates, saved = 0, args.resume and torch.load(args.resume, weights_only=False)
+        if saved:  # pickled objects: loading a checkpoint runs code, so trust the file
+            changed = {k for k, v in saved["args"].items() if getattr(args, k) != v} - set(
+                "exp_name log_dir save_model checkpoint_every resume eval_episodes eval_seed "
+                "eval_checkpoint capture_video track wandb_project_name wandb_entity".split())
+            if changed:
+                fail(f"--resume goes on with the run's own flags; leave out --{changed.pop()}")
+            self.dir = os.path.dirname(args.resume)
+        else:  # the env id without the module of module:EnvId: no ':' in a folder name
+            name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
+            self.dir = os.path.join(args.log_dir, name)
+            try:
+                os.makedirs(self.dir)
+            except FileExistsError:  # a run started in the same second: another folder
+                self.dir = tempfile.mkdtemp(prefix=name + "_", dir=args.log_dir)
+        if args.track:  # before the writer: W&B mirrors what it writes
+            import wandb
+            name = os.path.basename(self.dir)
+            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name, id=name,
+                       config=asdict(args), resume="allow", dir=self.dir, sync_tensorboard=True)
+        self.writer = SummaryWriter(self.dir, purge_step=saved and saved["global_step"] + 1)
+        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+        self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
+        exact = not isinstance(envs.unwrapped.envs[0].unwrapped, gym.utils.EzPickle)
+        if saved:
+            for obj, state in zip(self.objects, saved["state"], strict=True):
+                # Box2D and MuJoCo envs pickle as the arguments that made them (EzPickle), not
+                # their state: they and their observations stay new, and new episodes begin.
+                if not exact and isinstance(obj, gym.vector.VectorEnv | np.ndarray):
+                    continue
+                if isinstance(obj, list | np.ndarray):
+                    obj[:] = state  # the returns of the episodes so far; the next observations
+                else:
+                    obj.__dict__.update(state.__dict__)  # the agent, optimisers, envs, ...
+            torch.set_rng_state(saved["rng"])
+            if not exact:
+                print(f"note: {args.env_id} cannot be saved mid-episode, so the run goes on with "
+                      "new episodes, not exactly as if never stopped", file=sys.stderr)
+        self.last_step = saved["global_step"] if saved else 0
+        self.start_time = time.time() - (saved["seconds"] if saved else 0)
+        self.last_weights = nn.utils.parameters_to_vector(agent.parameters())
         signal.signal(signal.SIGINT, self.ctrl_c)
+
+    def save(self, global_step):
+        """Write <run>/checkpoint.pt, under another name first and then renamed: a kill during
+        the write leaves the last checkpoint whole."""
+        self.writer.flush()  # the events up to here: a resumed run does not log them again
+        # Besides the envs' generators (in their state), torch's is the only one drawn from:
+        # Python's and NumPy's global ones are seeded, never used.
+        torch.save({"args": asdict(self.args), "global_step": global_step, "state": self.objects,
+                    "rng": torch.get_rng_state(), "seconds": time.time() - self.start_time},
+                   f"{self.dir}/checkpoint.tmp")
+        os.replace(f"{self.dir}/checkpoint.tmp", f"{self.dir}/checkpoint.pt")
 
     def ctrl_c(self, *_):
         """The first Ctrl-C stops the run after the current update; a second one at once."""
@@ -501,9 +569,11 @@ class Run:
             self.end(global_step, f"{self.args.env_id} returned NaN or inf at step "
                      f"{global_step:,} (an observation or a reward); the env needs fixing")
 
-    def check_update(self, losses, global_step):
+    def check_update(self, losses, global_step, *latest):
         """After each update: a loss or a weight that became NaN or inf stops the run; an
-        absurd approx-KL (above 1, where 0.01 to 0.05 is usual) gets a warning."""
+        absurd approx-KL (above 1, where 0.01 to 0.05 is usual) gets a warning. Every
+        --checkpoint-every updates, the checkpoint, with `latest` (objects rebound since `start`)
+        in place of the last ones given there. True once Ctrl-C asked to stop."""
         weights = nn.utils.parameters_to_vector(self.agent.parameters()).detach()  # (n_weights,)
         if not math.isfinite(sum(losses.values()) + weights.sum()):
             self.end(global_step, f"a loss or weight became NaN or inf in the update ending "
@@ -513,6 +583,11 @@ class Run:
             print(f"warning: the update ending at step {global_step:,} moved the policy far "
                   f"(approx-KL {losses['approx_kl']:.3g}); is the learning rate too large?",
                   file=sys.stderr)
+        self.objects[len(self.objects) - len(latest):] = latest
+        self.updates += 1
+        if self.args.checkpoint_every and self.updates % self.args.checkpoint_every == 0:
+            self.save(global_step)
+        return self.stopping
 
     def end(self, global_step, error="", episodic_returns=()):
         """Every run ends here: after training, after a Ctrl-C, or at a guard rail's `error`,
@@ -522,26 +597,26 @@ class Run:
         if error:
             nn.utils.vector_to_parameters(self.last_weights, self.agent.parameters())
             global_step = self.last_step
+        self.save(global_step)  # also at a guard rail's stop: with the last finite weights
         self.agent.cpu()  # the checkpoint and the evaluation are on the CPU
         if self.args.save_model:  # only tensors, numbers, strings: safe for torch.load
             torch.save({"model": self.agent.state_dict(), "args": asdict(self.args),
-                        "global_step": global_step}, f"{self.writer.log_dir}/model.pt")
-            print(f"model saved to {self.writer.log_dir}/model.pt (the weights of step "
+                        "global_step": global_step}, f"{self.dir}/model.pt")
+            print(f"model saved to {self.dir}/model.pt (the weights of step "
                   f"{global_step:,})")
-        self.writer.flush()  # all that a Ctrl-C during the evaluation would lose
         if error:
             fail(error)
         if self.stopping:
-            print(f"interrupted at step {global_step:,}; logs in {self.writer.log_dir}",
-                  file=sys.stderr)
+            print(f"interrupted at step {global_step:,}; to go on: --resume "
+                  f"{self.dir}/checkpoint.pt", file=sys.stderr)
             raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"
         eval_returns = []
         if self.args.eval_episodes:
-            eval_returns = evaluate(self.agent, self.args, self.writer.log_dir)
+            eval_returns = evaluate(self.agent, self.args, self.dir)
         for i, episode_return in enumerate(eval_returns):
             self.writer.add_scalar("eval/episodic_return", episode_return, i)
         self.writer.close()
-        return {"run_dir": self.writer.log_dir, "global_step": global_step, "agent": self.agent,
+        return {"run_dir": self.dir, "global_step": global_step, "agent": self.agent,
                 "episodic_returns": episodic_returns, "eval_returns": eval_returns}
 
 
@@ -568,21 +643,37 @@ def evaluate(agent, args, folder):
     return np.ravel(env.return_queue).tolist()  # floats (a reward may be an array of one)
 
 
+def load_agent(path, args=None):
+    """The Agent saved in a model.pt (--save-model), for code of your own: `agent.actor` maps a
+    batch of observations to logits. `args`: the flags to build it with, by default those
+    saved with it. model.pt holds "model" (the state_dict), "args" (the flags, a dict) and
+    "global_step"."""
+    saved = torch.load(path, weights_only=True)  # tensors, numbers, strings only: safe to load
+    args = args or Args(**saved["args"])
+    env = make_env(args.env_id)
+    agent = Agent(env.observation_space.shape[0], int(env.action_space.n), args.hidden_size)
+    agent.load_state_dict(saved["model"])
+    return agent
+
+
 def main():
-    """Train; or evaluate the policy saved in --eval-checkpoint, under the flags it was saved
-    with unless given now (so the numbers are those of the evaluation after training)."""
+    """Train; go on with a run from its --resume checkpoint; or evaluate the policy saved in
+    --eval-checkpoint. Both files give the flags saved in them unless given now (so an
+    evaluation's numbers are those of the evaluation after training)."""
     args = tyro.cli(Args)
-    if args.eval_checkpoint is None:
-        return train(args)
-    try:  # no such file; another script's flags; weights that do not fit the env or networks
-        checkpoint = torch.load(args.eval_checkpoint, weights_only=True)
-        args = tyro.cli(Args, default=Args(**checkpoint["args"]))
-        env = check_args(args)
-        agent = Agent(env.observation_space.shape[0], int(env.action_space.n), args.hidden_size)
-        agent.load_state_dict(checkpoint["model"])
-    except (OSError, TypeError, RuntimeError) as error:
-        fail(f"cannot evaluate {args.eval_checkpoint}: {' '.join(str(error).split())}")
-    return evaluate(agent, args, os.path.dirname(args.eval_checkpoint))
+    path = args.resume or args.eval_checkpoint
+    try:  # no such file; another script's file; weights that do not fit the env or networks
+        if path:
+            saved = torch.load(path, weights_only=not args.resume)["args"]
+            args = tyro.cli(Args, default=Args(**saved))
+        if args.eval_checkpoint:
+            check_args(args)
+            agent = load_agent(path, args)
+    except (OSError, TypeError, RuntimeError, AttributeError) as error:
+        fail(f"cannot load {path}: {' '.join(str(error).splitlines()[:2])}")
+    if args.eval_checkpoint:
+        return evaluate(agent, args, os.path.dirname(path))
+    return train(args)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def sha1(values) -> str:
 
 def fingerprint(root: str, script: str, flags: dict) -> str:
     spec = importlib.util.spec_from_file_location(f"fp_{script}", os.path.join(root, f"{script}.py"))
-    module = importlib.util.module_from_spec(spec)
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # checkpoints pickle its classes
     spec.loader.exec_module(module)
     with tempfile.TemporaryDirectory() as log_dir, open(os.devnull, "w") as null, redirect_stdout(null):
         result = module.train(module.Args(**flags, eval_episodes=2, log_dir=log_dir))
