@@ -92,7 +92,7 @@ class Args:
     save_model: bool = False
     """save the policy to <run>/model.pt at the end of training, or when stopped early"""
     checkpoint_every: int = 10
-    """write <run>/checkpoint.pt every N updates, and when the run stops (0: only then)"""
+    """write <run>/checkpoint.pt every N updates and when the run stops (0: never)"""
     resume: str | None = None
     """go on with the run of this checkpoint.pt, in its folder, with the flags saved in it"""
     eval_episodes: int = 10
@@ -432,8 +432,12 @@ def check_args(args):
         fail("--learning-rate and --vf-learning-rate must be positive")
     if not (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1):
         fail("--gamma and --gae-lambda must lie in [0, 1]")
-    if args.num_envs * args.num_steps > args.total_timesteps:
+    batch_size = args.num_envs * args.num_steps
+    if batch_size > args.total_timesteps:
         fail("--total-timesteps is less than one batch of --num-envs × --num-steps steps")
+    if args.total_timesteps % batch_size and not args.eval_checkpoint:
+        print(f"note: trains {args.total_timesteps // batch_size * batch_size:,} steps, the whole "
+              f"batches of {batch_size} in --total-timesteps", file=sys.stderr)
     try:
         env = make_env(args.env_id)
     except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why
@@ -475,7 +479,8 @@ class Run:
                 fail(f"--resume goes on with the run's own flags; leave out --{changed.pop()}")
             self.dir = os.path.dirname(args.resume)
         else:  # the env id without the module of module:EnvId: no ':' in a folder name
-            name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
+            name = (f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__"
+                    f"{int(time.time())}")
             self.dir = os.path.join(args.log_dir, name)
             try:
                 os.makedirs(self.dir)
@@ -484,8 +489,9 @@ class Run:
         if args.track:  # before the writer: W&B mirrors what it writes
             import wandb
             name = os.path.basename(self.dir)
-            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name, id=name,
-                       config=asdict(args), resume="allow", dir=self.dir, sync_tensorboard=True)
+            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name,
+                       id=name, config=asdict(args), resume="allow", dir=self.dir,
+                       sync_tensorboard=True)
         self.writer = SummaryWriter(self.dir, purge_step=saved and saved["global_step"] + 1)
         table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
         self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
@@ -515,10 +521,14 @@ class Run:
         self.writer.flush()  # the events up to here: a resumed run does not log them again
         # Besides the envs' generators (in their state), torch's is the only one drawn from:
         # Python's and NumPy's global ones are seeded, never used.
-        torch.save({"args": asdict(self.args), "global_step": global_step, "state": self.objects,
-                    "rng": torch.get_rng_state(), "seconds": time.time() - self.start_time},
-                   f"{self.dir}/checkpoint.tmp")
-        os.replace(f"{self.dir}/checkpoint.tmp", f"{self.dir}/checkpoint.pt")
+        try:
+            torch.save({"args": asdict(self.args), "global_step": global_step,
+                        "state": self.objects, "rng": torch.get_rng_state(),
+                        "seconds": time.time() - self.start_time}, f"{self.dir}/checkpoint.tmp")
+            os.replace(f"{self.dir}/checkpoint.tmp", f"{self.dir}/checkpoint.pt")
+        except Exception as error:  # an object that does not pickle, as a class made in a function
+            self.args.checkpoint_every = 0  # said once; the run goes on without checkpoints
+            print(f"warning: no checkpoint: {error}", file=sys.stderr)
 
     def ctrl_c(self, *_):
         """The first Ctrl-C stops the run after the current update; a second one at once."""
@@ -562,7 +572,8 @@ class Run:
         if error:
             nn.utils.vector_to_parameters(self.last_weights, self.agent.parameters())
             global_step = self.last_step
-        self.save(global_step)  # also at a guard rail's stop: with the last finite weights
+        if self.args.checkpoint_every:  # also at a guard rail's stop: the last finite weights
+            self.save(global_step)
         self.agent.cpu()  # the checkpoint and the evaluation are on the CPU
         if self.args.save_model:  # only tensors, numbers, strings: safe for torch.load
             torch.save({"model": self.agent.state_dict(), "args": asdict(self.args),
@@ -611,10 +622,10 @@ def evaluate(agent, args, folder):
 
 
 def load_agent(path, args=None):
-    """The Agent saved in a model.pt (--save-model), for code of your own: `agent.actor` maps a
-    batch of observations to logits (Discrete) or Gaussian means (Box). `args`: the flags to build it with, by default those
-    saved with it. model.pt holds "model" (the state_dict), "args" (the flags, a dict) and
-    "global_step"."""
+    """The Agent saved in a model.pt (--save-model), for code of your own: `agent.actor` maps
+    a batch of observations to logits (Discrete) or Gaussian means (Box). `args`: the flags to
+    build it with, by default those saved with it. model.pt holds "model" (the state_dict),
+    "args" (the flags, a dict) and "global_step"."""
     saved = torch.load(path, weights_only=True)  # tensors, numbers, strings only: safe to load
     args = args or Args(**saved["args"])
     env = make_env(args.env_id)

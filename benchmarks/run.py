@@ -6,7 +6,9 @@
 
 Resumable: a run whose result.json exists is skipped, so rerunning the same command completes
 only what is missing (failed runs are retried). Each result is written to a temporary file and
-renamed into place, so a run cut short is never mistaken for a finished one. A failed run is
+renamed into place, so a run cut short is never mistaken for a finished one; a run that was
+killed goes on from its last checkpoint (the scripts' --resume) and ends with the curve it would
+have had uncut (benchmarks/RESULTS.md's runs predate this: none was resumed). A failed run is
 recorded with its error and does not stop the others. After every run, results/summary.csv is
 rewritten from all finished runs.
 
@@ -109,12 +111,18 @@ def perform(run: dict, root: Path, log_dir: Path, workers: int = 1) -> dict:
     result (status, final return, curve, metadata). Writes nothing else, so that the same
     function serves the local backend and a Ray task on another machine."""
     cmd = command(run)
+    # A killed attempt goes on from its checkpoint, in its own folder (the script's --resume);
+    # what one left without a checkpoint is cleared, and the run starts again.
+    checkpoint = next(log_dir.glob("*/checkpoint.pt"), None)
+    if checkpoint is None:
+        shutil.rmtree(log_dir, ignore_errors=True)
     result = {"algo": run["algo"], "env_id": run["env_id"], "seed": run["seed"], "suite": run["suite"],
               "variant": run.get("variant"),
               "command": shlex.join(cmd), "machine": machine(), "workers": workers,
-              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "resumed": checkpoint is not None}
     start = time.time()
-    proc = subprocess.run([sys.executable, *command(run, str(log_dir))[1:]], cwd=root, capture_output=True, text=True,
+    resume = ["--resume", str(checkpoint)] if checkpoint else []
+    proc = subprocess.run([sys.executable, *command(run, str(log_dir))[1:], *resume], cwd=root, capture_output=True, text=True,
                           env=dict(os.environ, PYTHONWARNINGS="ignore"))
     result["wall_seconds"] = round(time.time() - start, 1)
     try:
@@ -165,20 +173,22 @@ def record(out: Path, run: dict, result: dict) -> None:
 
 def execute(run: dict, out: Path, workers: int = 1) -> dict:
     """The local backend's job: run, then record, keeping the TensorBoard events under <out>/tensorboard."""
-    log_dir = out / "tensorboard" / run["id"]
-    shutil.rmtree(log_dir, ignore_errors=True)  # what a killed attempt left behind
-    result = perform(run, ROOT, log_dir, workers)
+    result = perform(run, ROOT, out / "tensorboard" / run["id"], workers)
     record(out, run, result)
     return result
 
 
-def ray_task(run: dict, workers: int) -> dict:
-    """The body of a Ray task: run in the task's copy of the repository (Ray's working_dir), with
-    the events in a temporary folder; the curve travels back to the driver inside the result."""
+def ray_task(run: dict, workers: int, log_dir: str) -> dict:
+    """The body of a Ray task: run in the task's copy of the repository (Ray's working_dir); the
+    curve travels back to the driver inside the result. The events and checkpoints go to the
+    driver's `log_dir` where the worker sees its folder (a local instance, or a shared
+    filesystem), so that a retried task goes on from its checkpoint; else to a temporary folder."""
     import tempfile
 
-    with tempfile.TemporaryDirectory() as log_dir:
+    if Path(log_dir).parent.is_dir():
         return perform(run, Path.cwd(), Path(log_dir), workers)
+    with tempfile.TemporaryDirectory() as tmp:
+        return perform(run, Path.cwd(), Path(tmp), workers)
 
 
 def is_finished(run: dict, out: Path) -> bool:
@@ -273,7 +283,9 @@ def run_matrix(runs: list[dict], out: Path, workers: int, backend: str = "local"
             if ray_task.__module__ != "__main__":  # imported (as by the tests): ship the code, not a module name
                 ray.cloudpickle.register_pickle_by_value(sys.modules[ray_task.__module__])
             task = ray.remote(num_cpus=cpus_per_run, max_retries=1)(ray_task)
-            pending = {task.remote(run, workers): run for run in todo}
+            (out / "tensorboard").mkdir(parents=True, exist_ok=True)
+            pending = {task.remote(run, workers, str((out / "tensorboard" / run["id"]).resolve())): run
+                       for run in todo}
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 run = pending.pop(ready[0])

@@ -107,13 +107,13 @@ def test_a_diverged_update_puts_back_the_weights_from_just_before_it(name, log_d
     module = _module(name)
     after, real_check_update = [], module.Run.check_update
 
-    def poisoning_check_update(self, losses, global_step):
+    def poisoning_check_update(self, losses, global_step, *latest):
         if len(after) == 2:
             with torch.no_grad():
                 next(self.agent.parameters()).view(-1)[0] = float("nan")
         else:
             after.append((global_step, {k: v.clone() for k, v in self.agent.state_dict().items()}))
-        return real_check_update(self, losses, global_step)
+        return real_check_update(self, losses, global_step, *latest)
 
     monkeypatch.setattr(module.Run, "check_update", poisoning_check_update)
     message, run_dir = stopped_run(module, log_dir, env_id="CartPole-v1" if name != "ppo_continuous" else "Pendulum-v1")

@@ -122,7 +122,7 @@ def test_a_checkpoint_that_no_longer_fits_the_networks_is_refused_in_one_line(sc
     checkpoint = torch.load(path, weights_only=True)
     checkpoint["args"]["hidden_size"] = 64  # as if `Agent` had been edited since
     torch.save(checkpoint, tmp_path / "edited.pt")
-    with pytest.raises(SystemExit, match="cannot evaluate .*edited.pt: .*size mismatch") as refused:
+    with pytest.raises(SystemExit, match="cannot load .*edited.pt: .*size mismatch") as refused:
         evaluate_checkpoint(script, tmp_path / "edited.pt")
     assert "\n" not in refused.value.code
 
@@ -157,7 +157,7 @@ def test_env_id_given_with_eval_checkpoint_is_evaluated_on_or_refused(script, lo
     assert f"{variant}: mean return" in capsys.readouterr().out and len(returns) == 2
     if env_id == "CartPole-v1":
         assert max(returns) <= 7  # the variant's limit, one reward per step
-    with pytest.raises(SystemExit, match="cannot evaluate .*size mismatch") as refused:
+    with pytest.raises(SystemExit, match="cannot load .*size mismatch") as refused:
         evaluate_checkpoint(script, path, "--env-id", VARIANTS[script.__name__][1])
     assert "\n" not in refused.value.code
 
