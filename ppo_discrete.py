@@ -11,15 +11,14 @@ algorithms" (arXiv:1707.06347), its clipped variant; with generalised advantage 
     python ppo_discrete.py --eval-checkpoint runs/<run>/model.pt --capture-video
     tensorboard --logdir runs
 
-What changes from trpo.py, one idea: a clipped objective in place of a trust region, and again
-only the policy's update. TRPO keeps each update inside a KL trust region by a second-order
-step; PPO gets a similar caution from first-order steps: the ratio r = π_θ/π_θ_old is clipped at
-1 ± ε inside the objective (`surrogate`), which takes away the incentive to move r further, so
-each batch serves K epochs of minibatch Adam steps (the clip does not bound r: `--target-kl` can
-stop the epochs). With it: log π_θ_old(a|s) in the rollout; one loss and one Adam for actor and
-critic (an entropy bonus, a clipped value term, a decaying step size, a clipped gradient norm);
-λ-returns as the critic's targets; advantages normalised per minibatch; no Box head
-(ppo_continuous.py has it). Defaults: CleanRL's `ppo.py` (4 envs × 128 steps, α 2.5e-4, λ 0.95).
+What changes from trpo.py, one idea: a clipped objective in place of a trust region, and again only
+the policy's update. TRPO keeps each update in a KL trust region by a second-order step; PPO gets a
+similar caution from first-order steps: the ratio r = π_θ/π_θ_old is clipped at 1 ± ε inside the
+objective (`surrogate`), which removes the incentive to push r further, so each batch serves K
+epochs of minibatch Adam steps (the clip does not bound r: `--target-kl` can stop the epochs). With
+it: log π_θ_old(a|s) in the rollout; one loss and one Adam for actor and critic (an entropy bonus, a
+clipped value term, a decaying step size, gradient clipping); λ-returns as V's targets; advantages
+normalised per minibatch; no Box head. Defaults: CleanRL's `ppo.py` (4 envs × 128 steps, α 2.5e-4).
 
 Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022): "core detail
 N" from its list of 13 core details.
@@ -107,7 +106,7 @@ class Args:
     """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
     save_model: bool = False
     """save the policy to <run>/model.pt at the end of training, or when stopped early"""
-    checkpoint_every: int = 10
+    checkpoint_every: int = 20
     """write <run>/checkpoint.pt every N updates and when the run stops (0: never)"""
     resume: str | None = None
     """go on with the run of this checkpoint.pt, in its folder, with the flags saved in it"""
@@ -633,7 +632,7 @@ class Run:
 def evaluate(agent, args, folder):
     """Play --eval-episodes episodes, each cut at 10,000 steps at most and filmed into
     <folder>/videos with --capture-video; print and return their returns. The action is the
-    most likely one, argmax_a π(a|s)."""
+    mode of π(·|s): its most likely action, within the env's bounds."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
     env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
     if args.capture_video:
@@ -654,10 +653,9 @@ def evaluate(agent, args, folder):
 
 
 def load_agent(path, args=None):
-    """The Agent saved in a model.pt (--save-model), for code of your own: `agent.actor` maps
-    a batch of observations to logits. `args`: the flags to build it with, by default those
-    saved with it. model.pt holds "model" (the state_dict), "args" (the flags, a dict) and
-    "global_step"."""
+    """The Agent saved in a model.pt (--save-model), for code of your own (README, "Long
+    runs"); `args` are the flags to build it with, by default those saved with it. model.pt
+    holds "model" (the state_dict), "args" (the flags, a dict) and "global_step"."""
     saved = torch.load(path, weights_only=True)  # tensors, numbers, strings only: safe to load
     args = args or Args(**saved["args"])
     env = make_env(args.env_id)

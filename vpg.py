@@ -91,7 +91,7 @@ class Args:
     """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
     save_model: bool = False
     """save the policy to <run>/model.pt at the end of training, or when stopped early"""
-    checkpoint_every: int = 10
+    checkpoint_every: int = 20
     """write <run>/checkpoint.pt every N updates and when the run stops (0: never)"""
     resume: str | None = None
     """go on with the run of this checkpoint.pt, in its folder, with the flags saved in it"""
@@ -622,10 +622,9 @@ def evaluate(agent, args, folder):
 
 
 def load_agent(path, args=None):
-    """The Agent saved in a model.pt (--save-model), for code of your own: `agent.actor` maps
-    a batch of observations to logits (Discrete) or Gaussian means (Box). `args`: the flags to
-    build it with, by default those saved with it. model.pt holds "model" (the state_dict),
-    "args" (the flags, a dict) and "global_step"."""
+    """The Agent saved in a model.pt (--save-model), for code of your own (README, "Long
+    runs"); `args` are the flags to build it with, by default those saved with it. model.pt
+    holds "model" (the state_dict), "args" (the flags, a dict) and "global_step"."""
     saved = torch.load(path, weights_only=True)  # tensors, numbers, strings only: safe to load
     args = args or Args(**saved["args"])
     env = make_env(args.env_id)

@@ -1,9 +1,12 @@
 """Helpers shared by the tests of every script: running a script as a user would, naive
 reference implementations of the math, and small test environments."""
 
+import glob
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -19,6 +22,24 @@ def run_script(script: str, *flags: str, timeout: float = 120, cwd: Path | None 
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     return subprocess.run([sys.executable, str(ROOT / script), *flags], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd or ROOT, env=env)
+
+
+def run_folder(log_dir) -> str:
+    (folder,) = glob.glob(f"{log_dir}/*/")  # the run's one folder
+    return folder
+
+
+def kill_after_first_checkpoint(script: str, flags: list[str], log_dir) -> None:
+    """Start the run and SIGKILL it as soon as its first checkpoint exists, mid-run."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    proc = subprocess.Popen([sys.executable, str(ROOT / script), *flags, f"--log-dir={log_dir}"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not glob.glob(f"{log_dir}/*/checkpoint.pt") and proc.poll() is None:
+        assert time.time() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the run ended before it could be killed mid-run"
 
 
 def naive_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):

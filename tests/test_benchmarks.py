@@ -15,7 +15,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, kill_after_first_checkpoint
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import profile_lines  # noqa: E402
@@ -61,6 +61,19 @@ def test_smoke_suite_runs_end_to_end_and_resumes(local_smoke):
     assert "## CartPole-v1" in text and "## Pendulum-v1" in text and "| `reinforce` | 1 |" in text
     assert "python vpg.py --env-id CartPole-v1 --seed 1" in text
     assert (tmp_path / "CartPole-v1.png").stat().st_size > 10_000
+
+
+def test_a_killed_run_goes_on_from_its_checkpoint_to_the_curve_of_a_run_never_stopped(tmp_path):
+    spec = {**run.matrix("smoke")[0], "flags": ["--total-timesteps", "4096", "--eval-episodes", "1",
+                                                "--checkpoint-every", "1"]}
+    killed = tmp_path / "out" / "tensorboard" / spec["id"]
+    kill_after_first_checkpoint(f"{spec['algo']}.py", run.command(spec)[2:], killed)  # as run.py runs it
+    result = run.execute(spec, tmp_path / "out")
+    assert result["status"] == "ok" and result["resumed"]
+    whole = run.perform(spec, ROOT, tmp_path / "whole")
+    assert not whole["resumed"]
+    assert all(whole["curve"][key] == result["curve"][key] for key in ("step", "return", "length"))
+    assert whole["eval_returns"] == result["eval_returns"] and whole["final_return"] == result["final_return"]
 
 
 def test_failed_run_is_recorded_and_retried_and_half_written_result_is_not_finished(tmp_path):

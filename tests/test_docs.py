@@ -99,9 +99,11 @@ def test_a_step_whose_paragraph_names_no_idea_stops_the_build():
 
 # Lines changed by each step of the reading order (`diff A B | grep -c '^[<>]'`): the course's
 # targets are 300 / 250 / 300 / 200; where a step is still above its target, its limit is what it
-# changes today, so that it can only fall.
-STEP_LIMITS = {("reinforce", "vpg"): 335, ("vpg", "trpo"): 247, ("trpo", "ppo_discrete"): 470,
-               ("ppo_discrete", "ppo_continuous"): 200}
+# changes today, so that it can only fall. Resumable runs added, by necessity, the objects each
+# script hands to `Run` (2 lines per step) and, from vpg.py on, the note on a --total-timesteps
+# that is not whole batches (3 lines), which reinforce.py (whole episodes) does not need.
+STEP_LIMITS = {("reinforce", "vpg"): 340, ("vpg", "trpo"): 249, ("trpo", "ppo_discrete"): 470,
+               ("ppo_discrete", "ppo_continuous"): 199}
 
 
 @pytest.mark.parametrize("old,new", STEP_LIMITS)

@@ -5,24 +5,18 @@ import glob
 import hashlib
 import itertools
 import os
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
 import torch
-from conftest import ROOT, SCRIPTS, SHORT_RUNS, run_script
+from conftest import ROOT, SCRIPTS, SHORT_RUNS, kill_after_first_checkpoint, run_folder, run_script
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 
 def cli(flags: dict) -> list[str]:
     return [f"--{key.replace('_', '-')}={value}" for key, value in flags.items()]
-
-
-def run_folder(log_dir) -> str:
-    (folder,) = glob.glob(f"{log_dir}/*/")  # the run's one folder
-    return folder
 
 
 def outcome(folder: str) -> tuple:
@@ -34,19 +28,6 @@ def outcome(folder: str) -> tuple:
     events.Reload()
     returns = [(e.step, e.value) for e in events.Scalars("charts/episodic_return")]
     return weights, returns, [e.value for e in events.Scalars("eval/episodic_return")]
-
-
-def kill_after_first_checkpoint(script: str, flags: list[str], log_dir) -> None:
-    """Start the run and SIGKILL it as soon as its first checkpoint exists, mid-run."""
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    proc = subprocess.Popen([sys.executable, str(ROOT / script), *flags, f"--log-dir={log_dir}"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while not glob.glob(f"{log_dir}/*/checkpoint.pt") and proc.poll() is None:
-        assert time.time() < deadline
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait() == -signal.SIGKILL, "the run ended before it could be killed mid-run"
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
