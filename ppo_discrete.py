@@ -678,7 +678,8 @@ def main():
             check_args(args)
             agent = load_agent(path, args)
     except (OSError, TypeError, RuntimeError, AttributeError) as error:
-        fail(f"cannot load {path}: {' '.join(str(error).splitlines()[:2])}")
+        words = " ".join(str(error).split("\n\t")[:2]).split()  # to the first layer that misfits
+        fail(f"cannot load {path}: {' '.join(words)}")
     if args.eval_checkpoint:
         return evaluate(agent, args, os.path.dirname(path))
     return train(args)

@@ -121,6 +121,11 @@ def test_track_writes_an_offline_wandb_run_without_waiting_on_the_network(log_di
     logged = {item.key or "/".join(item.nested_key)
               for r in records if r.HasField("history") for item in r.history.item}
     assert {"charts/episodic_return", "losses/approx_kl", "eval/episodic_return"} <= logged
+    # resumed (from the end of the run, here), it goes on in the same W&B run
+    assert run_script("ppo_discrete.py", f"--resume={folder}checkpoint.pt").returncode == 0
+    ids = {r.run.run_id for path in glob.glob(f"{folder}/wandb/offline-run-*/run-*.wandb")
+           for r in wandb_records(path) if r.HasField("run")}
+    assert len(glob.glob(f"{folder}/wandb/offline-run-*")) == 2 and ids == {name}
 
 
 def test_track_without_wandb_is_refused_in_one_line(monkeypatch, capsys):
