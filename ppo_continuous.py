@@ -554,9 +554,6 @@ def check_args(args):
     if batch_size % args.num_minibatches or batch_size > args.total_timesteps:
         fail(f"the batch of --num-envs × --num-steps = {batch_size} steps must split into "
              f"--num-minibatches {args.num_minibatches} and fit into --total-timesteps")
-    if args.total_timesteps % batch_size and not args.eval_checkpoint:
-        print(f"note: trains {args.total_timesteps // batch_size * batch_size:,} steps, the whole "
-              f"batches of {batch_size} in --total-timesteps", file=sys.stderr)
     if args.norm_adv and batch_size < 2 * args.num_minibatches:  # the std of one number: NaN
         fail(f"--norm-adv needs minibatches of 2 steps or more, not {batch_size} // "
              f"{args.num_minibatches}: fewer --num-minibatches, or --no-norm-adv")
@@ -569,6 +566,9 @@ def check_args(args):
     if not isinstance(env.action_space, gym.spaces.Box) or len(env.action_space.shape) != 1:
         fail(f"{args.env_id} has actions {env.action_space}; the script needs a flat Box (for "
              "Discrete actions use ppo_discrete.py)")
+    if args.total_timesteps % batch_size and not args.eval_checkpoint:
+        print(f"note: trains {args.total_timesteps // batch_size * batch_size:,} steps, the whole "
+              f"batches of {batch_size} in --total-timesteps", file=sys.stderr)
     return env
 
 

@@ -435,9 +435,6 @@ def check_args(args):
     batch_size = args.num_envs * args.num_steps
     if batch_size > args.total_timesteps:
         fail("--total-timesteps is less than one batch of --num-envs × --num-steps steps")
-    if args.total_timesteps % batch_size and not args.eval_checkpoint:
-        print(f"note: trains {args.total_timesteps // batch_size * batch_size:,} steps, the whole "
-              f"batches of {batch_size} in --total-timesteps", file=sys.stderr)
     try:
         env = make_env(args.env_id)
     except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why
@@ -450,6 +447,9 @@ def check_args(args):
         fail(f"{args.env_id} has actions {space}; the script needs Discrete(n) or a flat Box (for "
              "Discrete(n, start=k), in make_env, wrap the env in "
              "gym.wrappers.TransformAction(env, lambda a: a + k, gym.spaces.Discrete(n)))")
+    if args.total_timesteps % batch_size and not args.eval_checkpoint:
+        print(f"note: trains {args.total_timesteps // batch_size * batch_size:,} steps, the whole "
+              f"batches of {batch_size} in --total-timesteps", file=sys.stderr)
     return env
 
 
