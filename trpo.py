@@ -583,7 +583,8 @@ class Run:
                 "exp_name log_dir save_model checkpoint_every resume eval_episodes eval_seed "
                 "eval_checkpoint capture_video track wandb_project_name wandb_entity".split())
             if changed:
-                fail(f"--resume goes on with the run's own flags; leave out --{changed.pop()}")
+                flag = changed.pop().replace("_", "-")
+                fail(f"--resume goes on with the run's own flags; leave out --{flag}")
             self.dir = os.path.dirname(args.resume)
         else:  # the env id without the module of module:EnvId: no ':' in a folder name
             name = (f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__"
