@@ -560,10 +560,11 @@ def check_args(args):
 
 
 class Run:
-    """The tooling that `train` calls: the guard rails, Ctrl-C and the end of the run. A guard
-    rail stops a run whose numbers stopped making sense with one line that says why, instead of
-    a traceback far from the cause or a silently ruined run; the logs are flushed and, with
-    --save-model, the last finite weights are saved."""
+    """The tooling that `train` calls: the run's folder and logs, checkpoints and --resume, the
+    guard rails, Ctrl-C and the end of the run. A guard rail stops a run whose numbers stopped
+    making sense with one line that says why, instead of a traceback far from the cause or a
+    silently ruined run; the logs are flushed, and the checkpoint (and model.pt with
+    --save-model) keeps the last finite weights."""
 
     stopping = False  # Ctrl-C was pressed
 
