@@ -119,7 +119,7 @@ class Args:
 def make_env(env_id: str, **kwargs) -> gym.Env:
     """The one place where an environment is made: training, evaluation and the input checks
     all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
-    (README, "Your own environment"). Evaluation passes render_mode for videos."""
+    (docs/own-env.md). Evaluation passes render_mode for videos."""
     return gym.make(env_id, **kwargs)
 
 
@@ -735,9 +735,10 @@ def evaluate(agent, args, folder):
 
 
 def load_agent(path, args=None):
-    """The Agent saved in a model.pt (--save-model), for code of your own (README, "Long
-    runs"); `args` are the flags to build it with, by default those saved with it. model.pt
-    holds "model" (the state_dict), "args" (the flags, a dict) and "global_step"."""
+    """The Agent saved in a model.pt (--save-model), for code of your own
+    (docs/usage.md, "Long runs"); `args` are the flags to build it with, by default those saved
+    with it. model.pt holds "model" (the state_dict), "args" (the flags, a dict) and
+    "global_step"."""
     saved = torch.load(path, weights_only=True)  # tensors, numbers, strings only: safe to load
     args = args or Args(**saved["args"])
     env = make_env(args.env_id)
