@@ -530,13 +530,12 @@ def check_args(args):
             fail(f"--{flag.replace('_', '-')} needs {module}: pip install {module}")
     if args.capture_video and sys.platform == "linux":  # MuJoCo renders with no display too
         os.environ.setdefault("MUJOCO_GL", "egl")
-    if min(args.num_envs, args.num_steps, args.vf_iters,
-           args.num_threads) < 1 or args.eval_episodes < 0:
-        fail("--num-envs, --num-steps, --vf-iters, --num-threads must be positive integers, "
-             "--eval-episodes >= 0")
-    if min(args.vf_learning_rate, args.max_kl, args.cg_damping) <= 0:
-        fail("--vf-learning-rate, --max-kl and --cg-damping must be positive")
-    if not (0 <= args.gamma <= 1 and 0 <= args.gae_lambda <= 1):
+    may_be_0 = "seed gamma gae_lambda ent_coef vf_coef checkpoint_every eval_episodes eval_seed"
+    for name, value in asdict(args).items():  # type, not isinstance: a bool is no number here
+        bound = ">= 0" if name in may_be_0.split() else "positive"
+        if type(value) in (int, float) and (value < 0 or value == 0 and bound == "positive"):
+            fail(f"--{name.replace('_', '-')} must be {bound}")
+    if max(args.gamma, args.gae_lambda) > 1:
         fail("--gamma and --gae-lambda must lie in [0, 1]")
     batch_size = args.num_envs * args.num_steps
     if batch_size > args.total_timesteps:

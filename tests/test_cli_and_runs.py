@@ -53,6 +53,8 @@ BAD_INPUT = [
     (["--num-envs", "0"], "--num-envs"),
     (["--learning-rate", "-1e-3"], "--learning-rate"),
     (["--gamma", "1.5"], "--gamma"),
+    (["--hidden-size", "0"], "--hidden-size must be positive"),
+    (["--checkpoint-every", "-1"], "--checkpoint-every must be >= 0"),
     (["--total-timesteps", "100"], "--total-timesteps"),
     (["--eval-checkpoint", "no/such/model.pt"], "No such file"),
 ]
