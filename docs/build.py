@@ -3,7 +3,7 @@
     pip install -r docs/requirements.txt
     python docs/build.py                 # writes docs/<script>.html, the step pages and docs/index.html
     python docs/build.py --out /tmp/docs
-    python docs/build.py --screenshots docs   # docs/screenshot-1366.png, -1920.png, screenshot-step-*.png (chromium)
+    python docs/build.py --screenshots docs   # docs/screenshot-*.png (chromium)
 
 The scripts are read, never changed. A script is cut into sections at each block of whole-line
 comments: the block is the section's notes (left), the code up to the next block its code
@@ -11,12 +11,17 @@ comments: the block is the section's notes (left), the code up to the next block
 opens with a comment block starts that block's section, so a definition is never cut from its
 body. A comment line `# math: <LaTeX>` becomes a typeset equation (MathML from latex2mathml, which
 browsers render natively); a banner `# --- name ---` becomes a heading; other comment lines are
-prose, in which short formulas such as V_θ(s_t) are typeset too. The equations indented inside a
-docstring (GAE's δ_t and A_t, the rewards-to-go) are typeset in the notes beside their function,
-and the notes beside `Args` list every flag with its meaning. The imports are folded away.
+prose, in which short formulas such as V_θ(s_t) are typeset too. A definition's docstring is read
+in the notes beside it, as prose with its formulas typeset (the equations indented in it, GAE's δ_t
+and A_t, the rewards-to-go, as equations); the code column keeps one line in its place. The notes
+beside `Args` list every flag with its meaning, the field's docstring, which the code column leaves
+out: the notes never say again what the code column says. The imports are folded away, and so is
+the tooling: everything from the banner `# --- tooling: ... ---` on is in a <details> that is
+closed until the reader opens it.
 
 Step pages (reinforce-to-vpg.html, ...) show what changes from one script to the next in the
-reading order: the differences of each definition, the algorithm's first, then the rest.
+reading order: the differences of each definition, the algorithm's first, then the rest; there a
+fraction in a `# math:` line is drawn as large as the code around it.
 
 Pages are self-contained static HTML: no JavaScript, no network. A `# math:` formula that does not
 convert stops the build.
@@ -75,9 +80,17 @@ nav.pages { display: flex; justify-content: space-between; gap: 16px; padding-to
 .notes td:first-child { white-space: nowrap; }
 math[display="block"] { margin: 8px 0; font-size: 105%; }
 .diff math { font-size: 125%; }
+.diff mfrac { math-style: normal; }  /* a fraction in a code line at full size, not as small as a script */
 .code pre { margin: 0; padding: 8px 12px; font: 13px/1.45 ui-monospace, Menlo, Consolas, monospace; }
 .code { width: calc(101ch + 5.5em); font: 13px ui-monospace, Menlo, Consolas, monospace; }
 .code .ln { color: #b0b0b8; user-select: none; display: inline-block; width: 3.2em; }
+.docref { color: #8a8a99; font-style: italic; }
+.notes h4 { margin: 10px 0 2px; font-size: 14px; font-weight: normal; }
+details.tooling > summary { cursor: pointer; background: #f4f4f6; border-top: 2px solid #ddd; border-bottom: 2px solid #ddd;
+                            display: grid; grid-template-columns: minmax(0, 44em) auto; justify-content: center; }
+details.tooling > summary > span:first-child { grid-column: 1 / 3; padding: 14px 20px; font-size: 16px; }
+details.tooling > summary > span:first-child::before { content: "▸ "; }
+details.tooling[open] > summary > span:first-child::before { content: "▾ "; }
 details.imports summary { cursor: pointer; padding: 8px 12px; color: #5a5a66; font: 13px system-ui, sans-serif; }
 code { font: 90% ui-monospace, Menlo, Consolas, monospace; background: #f0f0f3; padding: 0 3px; border-radius: 3px; }
 .index ul { padding-left: 20px; } .index li { margin: 6px 0; }
@@ -98,7 +111,7 @@ SYMBOLS = {"α": r"\alpha", "β": r"\beta", "γ": r"\gamma", "δ": r"\delta", "�
            "≈": r"\approx", "Â": r"\hat{A}", "ĝ": r"\hat{g}", "‖": r"\|", "∞": r"\infty"}
 # A short formula inside prose: one letter, then subscripts or superscripts, then an optional
 # argument: δ_t, V_θ(s_t), π_θ_old, A_{t+1}, γ^l, r_t(θ). Identifiers such as final_obs do not match.
-INLINE_MATH = re.compile(r"(?<![\w`\\])[A-Za-zα-ωΑ-ΩÂĝ](?:_\{[^{}\s]+\}|_[0-9A-Za-zα-ω]+|\^\{[^{}\s]+\}|\^[0-9A-Za-zα-ω]+)+"
+INLINE_MATH = re.compile(r"(?<![\w`\\])[A-Za-zα-ωΑ-ΩÂĝ∇](?:_\{[^{}\s]+\}|_[0-9A-Za-zα-ω]+|\^\{[^{}\s]+\}|\^[0-9A-Za-zα-ω]+)+"
                          r"(?:\((?:[^()\s]|\([^()\s]*\))*\))?"
                          # or a letter applied to an argument with a subscript, V(s_{t+k}), kept whole
                          r"|(?<![\w`\\])[A-Za-zα-ωΑ-Ω]\((?=[^()\s]*_)(?:[^()\s]|\([^()\s]*\))+\)")
@@ -107,7 +120,8 @@ INLINE_MATH = re.compile(r"(?<![\w`\\])[A-Za-zα-ωΑ-ΩÂĝ](?:_\{[^{}\s]+\}|_[
 def to_latex(text: str) -> str:
     """A formula written in the scripts' plain text (Greek letters, − and ≥, words) as LaTeX."""
     text = re.sub(r"\s{2,}", " §Q§ ", text.strip())  # wide gaps separate equations on one line
-    text = re.sub(r"_([^\s_{}^()\[\],]+)_([^\s_{}^()\[\],]+)", r"_{\1_{\2}}", text)  # π_θ_old: a chain
+    # π_θ_old: a chain of subscripts (but a_t|s_t is two)
+    text = re.sub(r"_([^\s_{}^()\[\],|]+)_([^\s_{}^()\[\],|]+)", r"_{\1_{\2}}", text)
     text = re.sub(r"([_^])([0-9A-Za-z]{2,})", r"\1{\2}", text)  # _old -> _{old}
     text = re.sub(r"( ?)(?<![\\A-Za-z])([A-Za-z]{2,}(?: [A-Za-z]{2,})*)( ?)(?![A-Za-z])",
                   lambda m: word(m, text), text)
@@ -224,23 +238,47 @@ def docstring_html(doc: str) -> str:
     return "\n".join(blocks)
 
 
-def docstring_equations(node: ast.AST) -> list[str]:
-    """The formulas indented inside a definition's docstring, typeset (block MathML). A wide gap
-    inside a line starts a new row, so that the formula fits beside the code."""
-    doc = ast.get_docstring(node, clean=True) or ""
-    equations = []
-    for line in doc.split("\n"):
-        if line.startswith("    ") and "=" in line:
-            rows = re.sub(r"\s{3,}=\s{3,}", "   = ", line.strip()).split("   ")
-            rows = [to_latex(row) for row in map(str.strip, rows) if row]
-            latex = rows[0] if len(rows) == 1 else r"\begin{array}{l} " + r" \\ ".join(rows) + r" \end{array}"
-            equations.append(math(latex))
-    return equations
+def docstring_equation(line: str) -> str:
+    """A formula indented inside a definition's docstring, typeset (block MathML). A wide gap
+    inside the line starts a new row, so that the formula fits beside the code."""
+    rows = re.sub(r"\s{3,}=\s{3,}", "   = ", line.strip()).split("   ")
+    rows = [to_latex(row) for row in map(str.strip, rows) if row]
+    return math(rows[0] if len(rows) == 1 else r"\begin{array}{l} " + r" \\ ".join(rows) + r" \end{array}")
 
 
-def flags_html(lines: list[str], code: list[int]) -> str:
-    """The notes beside a part of `Args`: each flag of those lines with its meaning, as --help shows it."""
-    rows, number, numbers = [], 0, list(code)
+def definition_docstring(node: ast.AST, several: bool) -> str:
+    """A definition's docstring as notes: its prose in paragraphs, with short formulas typeset, and
+    the formulas indented in it as equations (GAE's δ_t and A_t, the rewards-to-go). The element
+    names the docstring's lines, which the code column leaves out; where one section holds the
+    docstrings of `several` definitions, each is headed by its definition's name."""
+    doc = node.body[0]
+    parts = [f"<h4><code>{node.name}</code></h4>"] if several else []
+    for block in (ast.get_docstring(node, clean=True) or "").split("\n\n"):
+        paragraph = []
+        for line in block.split("\n"):
+            if line.startswith("    ") and "=" in line:
+                if paragraph:
+                    parts.append(f"<p>{prose(' '.join(paragraph))}</p>")
+                    paragraph = []
+                parts.append(docstring_equation(line))
+            else:
+                paragraph.append(line.strip())
+        if paragraph:
+            parts.append(f"<p>{prose(' '.join(paragraph))}</p>")
+    return f'<div class="docstring" data-lines="{doc.lineno}-{doc.end_lineno}">{"".join(parts)}</div>'
+
+
+def docstring_lines(node: ast.AST) -> range:
+    """The lines of a definition's docstring; empty if it has none."""
+    if ast.get_docstring(node) is None:
+        return range(0)
+    return range(node.body[0].lineno, node.body[0].end_lineno + 1)
+
+
+def flags_html(lines: list[str], code: list[int]) -> tuple[str, set[int]]:
+    """The notes beside a part of `Args`: each flag of those lines with its meaning, as --help shows
+    it; and the lines of those meanings (the fields' docstrings), which the code column leaves out."""
+    rows, number, numbers, docs = [], 0, list(code), set()
     while number < len(numbers):
         line = lines[numbers[number] - 1]
         m = re.match(r"    (\w+): .*?= (.*)$", line)
@@ -249,16 +287,21 @@ def flags_html(lines: list[str], code: list[int]) -> str:
             continue
         doc, number = [], number + 1
         while number < len(numbers) and not re.match(r"    \w+: ", lines[numbers[number] - 1]):
-            doc.append(lines[numbers[number] - 1].strip().strip('"'))
+            if lines[numbers[number] - 1].strip():
+                doc.append(numbers[number])
             number += 1
+        docs.update(doc)
         flag = "--" + m.group(1).replace("_", "-")
-        rows.append(f"<tr><td><code>{flag}</code></td><td>{prose(' '.join(doc))}</td></tr>")
-    return f"<table>{''.join(rows)}</table>" if rows else ""
+        meaning = " ".join(lines[n - 1].strip().strip('"') for n in doc)
+        span = f"{doc[0]}-{doc[-1]}" if doc else ""
+        rows.append(f'<tr data-lines="{span}"><td><code>{flag}</code></td><td>{prose(meaning)}</td></tr>')
+    return (f"<table>{''.join(rows)}</table>" if rows else ""), docs
 
 
-def split_sections(source: str, lines: list[str], first: int) -> list[tuple[list[str], list[int]]]:
-    """(comment lines, code line numbers) of each section, from line `first` on. A definition whose
-    body opens with a comment block moves to that block's section, with its decorators."""
+def split_sections(source: str, lines: list[str], first: int) -> list[tuple[list[str], list[int], int]]:
+    """(comment lines, code line numbers, line of the first comment) of each section, from line
+    `first` on. A definition whose body opens with a comment block moves to that block's section,
+    with its decorators: then its first lines (signature, docstring) come before the comments."""
     comments = comment_lines(source)
     tree = ast.parse(source)
     heads = {min([n.lineno] + [d.lineno for d in n.decorator_list])  # top-level definitions
@@ -271,6 +314,7 @@ def split_sections(source: str, lines: list[str], first: int) -> list[tuple[list
             for n in range(node.lineno + 1, statements[0].lineno if statements else node.end_lineno + 1):
                 starts.setdefault(n, head)  # a comment between the signature (or docstring) and the body
     sections, notes, code, moved = [], [], [], 0  # moved: lines of code that came before the notes
+    start = 0  # the line of the section's first comment
     for number in range(first, len(lines) + 1):
         if number in comments:
             if len(code) > moved:  # a new comment block closes the section before it
@@ -278,15 +322,16 @@ def split_sections(source: str, lines: list[str], first: int) -> list[tuple[list
                 carried = [n for n in code if head is not None and n >= head]
                 code = [n for n in code if n not in carried]
                 if code or notes:
-                    sections.append((notes, code))
+                    sections.append((notes, code, start))
                 notes, code, moved = [], carried, len(carried)
+            start = start if notes else number
             notes.append(lines[number - 1])
         else:
             if number in heads and any(lines[n - 1].strip() for n in code[moved:]):
-                sections.append((notes, code))  # a top-level definition opens a section of its own
-                notes, code, moved = [], [], 0
+                sections.append((notes, code, start))  # a top-level definition opens a section of its own
+                notes, code, moved, start = [], [], 0, 0
             code.append(number)
-    sections.append((notes, code))
+    sections.append((notes, code, start))
     return sections
 
 
@@ -305,17 +350,38 @@ def render(name: str) -> str:
     args_start = min([args.lineno] + [d.lineno for d in args.decorator_list])
     top_level = {node.lineno: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
 
-    body = []
-    for notes, code in split_sections(source, lines, doc_end + 2):
+    tooling = next((n for n, line in enumerate(lines, 1) if (m := BANNER.match(line)) and m[1].startswith("tooling")),
+                   None)
+    if tooling is None:
+        raise ValueError(f"{name}.py: no '# --- tooling: ... ---' banner, so the page cannot fold its tooling")
+    body, folded = [], False
+    for notes, code, notes_start in split_sections(source, lines, doc_end + 2):
         while code and not lines[code[-1] - 1].strip():  # trailing blank lines add nothing
             code.pop()
         while code and not lines[code[0] - 1].strip():  # and leading ones
             code.pop(0)
         if not code and not notes:
             continue
-        extra = "".join("".join(docstring_equations(definitions[n])) for n in code if n in definitions)
-        flags = flags_html(lines, code) if code and args_start <= code[0] <= args.end_lineno else ""
-        code_html = "\n".join(f'<span class="ln">{n}</span>{highlighted[n - 1]}' for n in code)
+        if not folded and min(code[:1] + [notes_start] * bool(notes)) >= tooling:
+            # Everything from the tooling's banner on is folded: a first reading skips it.
+            folded = True
+            # (the summary spans both columns; the empty code column under it gives it their width)
+            body.append(f'<details class="tooling"><summary><span><b>Tooling, lines {tooling}–{len(lines)}</b>: '
+                        f"{html.escape(BANNER.match(lines[tooling - 1])[1].split(': ', 1)[1])}. Not part of "
+                        f'the algorithm, so a first reading skips it; click to open.</span><span></span>'
+                        f'<span class="code"></span></summary>')
+        # The docstrings of the definitions in this section are read in the notes, typeset, and
+        # left out of the code column, where one line says where they went.
+        documented = [definitions[n] for n in code if n in definitions and ast.get_docstring(definitions[n])]
+        docs = {n: node for node in documented for n in docstring_lines(node)}
+        # in the order of the file: a docstring above the comments (a definition whose body opens
+        # with them) comes before their notes, one below them after
+        above = "".join(definition_docstring(d, len(documented) > 1) for d in documented if d.lineno < notes_start)
+        below = "".join(definition_docstring(d, len(documented) > 1) for d in documented if d.lineno > notes_start)
+        flags, field_docs = (flags_html(lines, code) if code and args_start <= code[0] <= args.end_lineno
+                             else ("", set()))
+        code_html = "\n".join(code_row(n, highlighted, docs) for n in code
+                              if n not in field_docs and (n not in docs or n == docs[n].body[0].lineno))
         if code and all(re.match(r"(import |from \S+ import |$)", lines[n - 1]) for n in code):
             code_html = (f'<details class="imports"><summary>imports, lines {code[0]}–{code[-1]}</summary>'
                          f"<pre>{code_html}</pre></details>")
@@ -324,10 +390,23 @@ def render(name: str) -> str:
         inner = bool(code) and not any(n in top_level for n in code[:1]) and not notes_starts_part(notes)
         anchor = f"L{code[0]}" if code else f"N{len(body)}"  # link to a section by its first line: page.html#L120
         body.append(f'<div class="section{" inner" if inner else ""}" id="{anchor}">'
-                    f'<div class="notes">{extra}{notes_html(notes)}{flags}</div><div class="code">{code_html}</div></div>')
+                    f'<div class="notes">{above}{notes_html(notes)}{below}{flags}</div>'
+                    f'<div class="code">{code_html}</div></div>')
+    body.append("</details>")
     return page(f"{name}.py", f"<header><h1>{name}.py</h1><p><a href=\"index.html\">pgref</a> · "
                 f"{html.escape(SCRIPTS[name])}</p></header>\n{page_nav(name)}\n<div class=\"intro\">{intro}</div>\n"
                 + "\n".join(body) + "\n" + page_nav(name))
+
+
+def code_row(number: int, highlighted: list[str], docs: dict[int, ast.AST]) -> str:
+    """One line of the code column, with its number; a docstring's first line stands for the
+    docstring, which is in the notes."""
+    if number not in docs:
+        return f'<span class="ln">{number}</span>{highlighted[number - 1]}'
+    doc = docs[number].body[0]
+    indent = " " * doc.col_offset
+    where = f"line {doc.lineno}" if doc.lineno == doc.end_lineno else f"lines {doc.lineno}–{doc.end_lineno}"
+    return f'<span class="ln"></span>{indent}<span class="docref">"""…"""  ← the docstring ({where}), in the notes</span>'
 
 
 def notes_starts_part(notes: list[str]) -> bool:
@@ -522,14 +601,16 @@ def browser(width: int = 1366, height: int = 768):
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 
 
-def screenshot(page: Path, selector: str, path: Path, width: int) -> None:
-    """A screenshot of a page scrolled to the first element that the CSS `selector` finds."""
+def screenshot(page: Path, selector: str, path: Path, width: int, block: str = "start") -> None:
+    """A screenshot of a page scrolled to the first element that the CSS `selector` finds: at the
+    top of the window, or with `block` "end" at its bottom."""
     from selenium.webdriver.common.by import By
 
     driver = browser(width, 900)
     try:
         driver.get(page.resolve().as_uri())
-        driver.execute_script("arguments[0].scrollIntoView()", driver.find_element(By.CSS_SELECTOR, selector))
+        driver.execute_script("arguments[0].scrollIntoView({block: arguments[1]})",
+                              driver.find_element(By.CSS_SELECTOR, selector), block)
         driver.save_screenshot(str(path))
     finally:
         driver.quit()
@@ -554,8 +635,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs", help="folder for the pages (default: docs/)")
     parser.add_argument("--screenshots", type=Path,
-                        help="also save screenshot-{1366,1920}.png of ppo_continuous.html's GAE and "
-                             "screenshot-step-{1366,1920}.png of vpg-to-trpo.html here")
+                        help="also save here screenshot-{1366,1920}.png of ppo_continuous.html's GAE, "
+                             "screenshot-tooling-{1366,1920}.png of reinforce.html's end with its tooling "
+                             "folded, and screenshot-step-{1366,1920}.png of trpo-to-ppo_discrete.html")
     args = parser.parse_args()
     for path in build(args.out):
         print(f"wrote {path}")
@@ -569,6 +651,9 @@ if __name__ == "__main__":
             path = args.screenshots / f"screenshot-{width}.png"
             screenshot(args.out / "ppo_continuous.html", f"#L{anchor}", path, width)
             print(f"wrote {path}")
-            path = args.screenshots / f"screenshot-step-{width}.png"  # the step to TRPO: vpg_loss becomes surrogate
-            screenshot(args.out / "vpg-to-trpo.html", ".diff h3", path, width)
+            path = args.screenshots / f"screenshot-tooling-{width}.png"  # the end of train, then the fold
+            screenshot(args.out / "reinforce.html", "details.tooling", path, width, block="end")
+            print(f"wrote {path}")
+            path = args.screenshots / f"screenshot-step-{width}.png"  # the step to PPO: the surrogate clipped
+            screenshot(args.out / "trpo-to-ppo_discrete.html", ".diff h3", path, width)
             print(f"wrote {path}")

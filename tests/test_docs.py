@@ -1,6 +1,7 @@
 """docs/: the committed pages are what docs/build.py makes from the scripts today, every formula
 converts, and in a real browser (Debian's headless Chromium) every formula is typeset."""
 
+import html
 import re
 import shutil
 import subprocess
@@ -37,11 +38,53 @@ def test_every_formula_converts_and_every_line_is_shown(name):
         len(formulas(name)) + docstring_formulas and "merror" not in page
     assert "# math:" not in page.split('<div class="section"', 1)[1]  # no marker left outside the intro's prose
     # every line after the module docstring is on the page: code with its line number, comments as notes
+    # (a docstring is read in the notes, typeset: its element there names its lines, data-lines="a-b")
     lines = (ROOT / f"{name}.py").read_text().split("\n")
     shown = set(map(int, re.findall(r'<span class="ln">(\d+)</span>', page)))
+    as_notes = {n for a, b in re.findall(r'data-lines="(\d+)-(\d+)"', page) for n in range(int(a), int(b) + 1)}
+    assert not shown & as_notes  # never both
+    shown |= as_notes
     after_docstring = range(min(shown), len(lines))
     missing = [n for n in after_docstring if n not in shown and lines[n - 1].strip() and not lines[n - 1].strip().startswith("#")]
     assert not missing, missing
+
+
+def text(fragment: str) -> str:
+    """What a reader reads of some HTML: tags out, entities decoded, whitespace made single spaces."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
+
+
+@pytest.mark.parametrize("name", list(build.SCRIPTS))
+def test_the_notes_never_repeat_the_code_column(name):
+    """No paragraph or table cell of the notes is found word for word in the page's code column
+    (its code, comments and docstrings): what the notes say, the code column does not say again."""
+    page = build.render(name)
+    code = " ".join(text(re.sub(r'<span class="ln">\d*</span>', "", c))
+                    for c in re.findall(r'<div class="code">(.*?)</div></div>', page, flags=re.S))
+    notes = "".join(re.findall(r'<div class="notes">(.*?)</div><div class="code">', page, flags=re.S))
+    cells = [text(cell) for _, cell in re.findall(r"<(p|td)\b[^>]*>(.*?)</\1>", notes, flags=re.S)]
+    assert len(cells) > 50 and len(code) > 10_000
+    repeated = [cell for cell in cells if len(cell) >= 20 and cell in code]
+    assert not repeated, repeated[:3]
+
+
+@pytest.mark.parametrize("name", list(build.SCRIPTS))
+def test_script_pages_fold_their_tooling(name):
+    """Everything from the tooling's banner to the end of the file, and nothing before it, is in one
+    <details> that is closed until the reader opens it."""
+    page = build.render(name)
+    lines = (ROOT / f"{name}.py").read_text().split("\n")
+    banner = next(n for n, line in enumerate(lines, 1) if line.startswith("# --- tooling: "))
+    assert page.count("<details class=\"tooling\">") == 1 and "<details class=\"tooling\" open" not in page
+    before, tooling = page.split("<details class=\"tooling\">")
+    tooling, after = tooling.rsplit("</details>", 1)
+
+    def numbers(fragment):
+        return [int(n) for n in re.findall(r'<span class="ln">(\d+)</span>', fragment)]
+
+    last = max(n for n, line in enumerate(lines, 1) if line.strip())
+    assert banner < min(numbers(tooling)) and max(numbers(tooling)) == last and max(numbers(before)) < banner
+    assert not numbers(after) and f"Tooling, lines {banner}–" in tooling.split("</summary>", 1)[0]
 
 
 def test_script_pages_list_every_flag_after_its_heading():
@@ -127,6 +170,27 @@ OVERFLOWING = """return Array.from(document.querySelectorAll('body *')).filter(e
     + ': ' + e.scrollWidth + ' > ' + e.clientWidth)"""
 TRANSFORMED = """return Array.from(document.querySelectorAll('body *')).filter(e =>
     !e.closest('math') && getComputedStyle(e).textTransform != 'none').map(e => e.tagName + ': ' + e.textContent.slice(0, 40))"""
+# The tooling's fold: open or not, its sections that a reader sees (of all), the height of the fold
+# below its summary, the page's height.
+TOOLING = """const d = document.querySelector('details.tooling'), s = Array.from(d.querySelectorAll('.section'));
+    return [d.open, s.filter(e => e.checkVisibility()).length, s.length,
+            d.getBoundingClientRect().height - d.querySelector('summary').getBoundingClientRect().height,
+            document.documentElement.scrollHeight]"""
+# The central docstrings, read in the notes beside their definition with their formulas typeset.
+CENTRAL = {"reinforce": ["compute_returns", "reinforce_loss"], "vpg": ["compute_gae", "vpg_loss"],
+           "trpo": ["surrogate", "fisher_vector_product", "conjugate_gradient", "trpo_step"],
+           "ppo_discrete": ["surrogate", "ppo_loss"], "ppo_continuous": ["surrogate", "ppo_loss"]}
+# The section whose code holds `def <name>(`: the height of its notes' docstring, the sizes of the
+# formulas in its notes, how many docstring lines its code column shows (pygments' class "sd").
+BESIDE = """const s = Array.from(document.querySelectorAll('.section')).find(e =>
+        e.querySelector('.code').textContent.includes('def ' + arguments[0] + '('));
+    const doc = s.querySelector('.notes .docstring');
+    return [doc ? doc.getBoundingClientRect().height : 0,
+            Array.from(s.querySelectorAll('.notes math')).map(m => m.getBoundingClientRect().height),
+            s.querySelectorAll('.code .sd').length]"""
+# Each fraction in a step page's code lines: its height and the font size of its numerator, in px.
+FRACTIONS = """return Array.from(document.querySelectorAll('.diff mfrac')).map(f =>
+    [f.getBoundingClientRect().height, parseFloat(getComputedStyle(f.firstElementChild).fontSize)])"""
 
 
 @pytest.mark.skipif(not (shutil.which("chromium") and shutil.which("chromedriver")),
@@ -134,13 +198,34 @@ TRANSFORMED = """return Array.from(document.querySelectorAll('body *')).filter(e
 @pytest.mark.parametrize("width", [1366, 1920])
 def test_what_a_reader_sees_in_a_real_browser(width, tmp_path):
     """At a laptop's 1366 x 768 and at 1920 px: every formula typeset (a box of real size), nothing
-    scrolls sideways or is cut off, no heading's case changed, the step pages load and link on."""
+    scrolls sideways or is cut off, no heading's case changed, the step pages load and link on; on
+    a script page the tooling folded until one click opens it, and the central docstrings in the
+    notes beside their code, typeset, not in the code column; a step page's fractions as large as
+    its code."""
     from selenium.webdriver.common.by import By
 
     driver = build.browser(width, 768 if width == 1366 else 1080)
     try:
         for name in PAGES:
             driver.get((ROOT / "docs" / name).resolve().as_uri())
+            if name[:-5] in build.SCRIPTS:
+                is_open, drawn, sections, below, height = driver.execute_script(TOOLING)
+                assert (is_open, drawn, below) == (False, 0, 0) and sections >= 5, (name, width, is_open, drawn, below)
+                summary = driver.find_element(By.CSS_SELECTOR, "details.tooling > summary")
+                assert summary.is_displayed() and summary.text.startswith("Tooling, lines ")
+                assert summary.size["height"] >= 20, summary.size
+                summary.click()  # one click opens it
+                is_open, drawn, sections, below, opened = driver.execute_script(TOOLING)
+                assert is_open and drawn == sections and below > 2000 and opened > height + 2000, (name, width, drawn)
+                for definition in CENTRAL[name[:-5]]:
+                    docstring, maths, raw = driver.execute_script(BESIDE, definition)
+                    assert docstring > 40 and maths and min(maths) > 8, (name, width, definition, docstring, maths)
+                    assert raw == 0, (name, width, definition, "docstring in the code column")
+                assert not driver.find_elements(By.CSS_SELECTOR, ".code .sd"), name  # no docstring left there
+            if "-to-" in name:  # fractions as readable as the code: numerator and denominator at its size
+                fractions = driver.execute_script(FRACTIONS)
+                code_px = float(driver.find_element(By.CSS_SELECTOR, ".diff pre").value_of_css_property("font-size")[:-2])
+                assert fractions and all(h >= 24 and px >= code_px for h, px in fractions), (name, width, fractions)
             maths = driver.find_elements(By.TAG_NAME, "math")
             if name[:-5] in build.SCRIPTS:
                 blocks = driver.find_elements(By.CSS_SELECTOR, 'math[display="block"]')
