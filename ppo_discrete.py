@@ -617,8 +617,8 @@ class Run:
         if error:
             fail(error)
         if self.stopping:
-            print(f"interrupted at step {global_step:,}; to go on: --resume "
-                  f"{self.dir}/checkpoint.pt", file=sys.stderr)
+            go_on = self.args.checkpoint_every and f"; to go on: --resume {self.dir}/checkpoint.pt"
+            print(f"interrupted at step {global_step:,}{go_on or ''}", file=sys.stderr)
             raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"
         eval_returns = []
         if self.args.eval_episodes:

@@ -122,12 +122,12 @@ def test_tensorboard_logs_every_tag(script, log_dir):
     assert "hyperparameters/text_summary" in events.Tags()["tensors"]
 
 
-def start_and_wait_for_first_update(path: str, tmp_path) -> subprocess.Popen:
+def start_and_wait_for_first_update(path: str, tmp_path, *flags) -> subprocess.Popen:
     """Start a default run of `path` that saves its model; return once it printed its first line
     (after the first update)."""
     # SIGINT as at a terminal: a test run started in the background (`pytest &`) would otherwise
     # pass on an ignored SIGINT to the script.
-    proc = subprocess.Popen([sys.executable, str(ROOT / path), "--save-model", "--log-dir", str(tmp_path)],
+    proc = subprocess.Popen([sys.executable, str(ROOT / path), "--save-model", "--log-dir", str(tmp_path), *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first_line = proc.stdout.readline()
@@ -135,17 +135,24 @@ def start_and_wait_for_first_update(path: str, tmp_path) -> subprocess.Popen:
     return proc
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_ctrl_c_flushes_logs_saves_model_and_exits_cleanly(path, tmp_path):
-    """Ctrl-C lets the current update finish, then stops: logs flushed, model saved, exit 130."""
-    proc = start_and_wait_for_first_update(path, tmp_path)
+@pytest.mark.parametrize("path,checkpoints", [(p, c) for p in PATHS for c in (True, False)])
+def test_ctrl_c_flushes_logs_saves_model_and_exits_cleanly(path, checkpoints, tmp_path):
+    """Ctrl-C lets the current update finish, then stops: logs flushed (the first update's scalars
+    are in the event file), model saved, exit 130; the line says how to go on with --resume only
+    where a checkpoint was written (not with --checkpoint-every 0)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    proc = start_and_wait_for_first_update(path, tmp_path, *[] if checkpoints else ["--checkpoint-every", "0"])
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert "Traceback" not in err and "interrupted at step" in err
     (run_dir,) = tmp_path.iterdir()
     assert (run_dir / "model.pt").exists()
-    assert any(f.name.startswith("events.out.tfevents") and f.stat().st_size > 0 for f in run_dir.iterdir())
+    assert (run_dir / "checkpoint.pt").exists() == checkpoints == ("--resume" in err), err
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    assert events.Scalars("charts/SPS")  # the first update's scalars reached the file
 
 
 @pytest.mark.parametrize("path", PATHS)
