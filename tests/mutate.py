@@ -161,7 +161,8 @@ def worker() -> None:
             importlib.reload(importlib.import_module(script))
             tests = (FIRST[script] + [t for t in FAST_TESTS if t not in FIRST[script]]
                      + [f"tests/test_exact_gradient.py::{t}" for t in EXACT if f"[{script}" in t])
-            code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-k", "not learns", *tests], plugins=[first])
+            code = pytest.main(["-x", "-q", "-n", "0", "-p", "no:cacheprovider", "-k", "not learns", *tests],
+                               plugins=[first])  # -n 0: in this process, not on pytest-xdist's workers
             failed = first.nodeid or ("" if code == 0 else f"pytest exit {int(code)}")
         except Exception as error:  # the mutant does not even import
             failed = f"{type(error).__name__} on import"
