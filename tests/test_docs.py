@@ -203,6 +203,7 @@ def test_what_a_reader_sees_in_a_real_browser(width, tmp_path):
     notes beside their code, typeset, not in the code column; a step page's fractions as large as
     its code."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     driver = build.browser(width, 768 if width == 1366 else 1080)
     try:
@@ -214,7 +215,8 @@ def test_what_a_reader_sees_in_a_real_browser(width, tmp_path):
                 summary = driver.find_element(By.CSS_SELECTOR, "details.tooling > summary")
                 assert summary.is_displayed() and summary.text.startswith("Tooling, lines ")
                 assert summary.size["height"] >= 20, summary.size
-                summary.click()  # one click opens it
+                summary.click()  # one click opens it (given a moment to lay out the opened fold)
+                WebDriverWait(driver, 5).until(lambda d, n=sections: d.execute_script(TOOLING)[1] == n)
                 is_open, drawn, sections, below, opened = driver.execute_script(TOOLING)
                 assert is_open and drawn == sections and below > 2000 and opened > height + 2000, (name, width, drawn)
                 for definition in CENTRAL[name[:-5]]:
