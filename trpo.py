@@ -42,12 +42,14 @@ import functools
 import importlib.util
 import math
 import os
+import pickle
 import random
-import signal
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+import warnings
+from dataclasses import asdict, dataclass, fields
+from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -83,37 +85,14 @@ class Args:
     gae_lambda: float = 0.97
     """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
 
-    # --- the run: seed, threads, logging, saving, evaluation ---
+    # --- the run (the tooling's flags are in RunArgs, after `train`) ---
     seed: int = 1
     """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
     """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
     cuda: bool = False
     """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
-    exp_name: str = "trpo"
-    """name of the experiment; part of the run directory runs/<env>__<exp>__<seed>__<time>"""
-    log_dir: str = "runs"
-    """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
-    save_model: bool = False
-    """save the policy to <run>/model.pt at the end of training, or when stopped early"""
-    checkpoint_every: int = 20
-    """write <run>/checkpoint.pt every N updates and when the run stops (0: never)"""
-    resume: str | None = None
-    """go on with the run of this checkpoint.pt, in its folder, with the flags saved in it"""
-    eval_episodes: int = 10
-    """deterministic episodes after training (0: none), each cut at 10,000 steps at most"""
-    eval_seed: int | None = None
-    """seed of the evaluation episodes; by default --seed + 10,000 (seeds training never used)"""
-    eval_checkpoint: str | None = None
-    """evaluate this model.pt instead of training; other flags default to those it was saved with"""
-    capture_video: bool = False
-    """film the evaluation episodes into <run>/videos (needs: pip install moviepy)"""
-    track: bool = False
-    """mirror the TensorBoard logs to Weights & Biases (needs: pip install wandb)"""
-    wandb_project_name: str = "pgref"
-    """the W&B project of --track"""
-    wandb_entity: str | None = None
-    """the W&B team or user of --track (by default, your own)"""
+
 
 
 def make_env(env_id: str, **kwargs) -> gym.Env:
@@ -370,9 +349,11 @@ def value_loss(value, returns):
     return ((value - returns) ** 2).mean()
 
 
-def train(args: Args) -> dict:
-    """Train with TRPO; return a summary dict (run_dir, episodic returns, eval returns, ...)."""
-    check_args(args)
+def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
+    """Train with TRPO, log to TensorBoard, and return the loop's `state()` at the end.
+    `train(args)` is the whole algorithm. The tooling after it passes its own `writer` (the run's
+    folder) and a `hook`, called at the start and after each update, through which it adds
+    checkpoints, --resume and guard rails."""
     batch_size = args.num_envs * args.num_steps
     num_iterations = args.total_timesteps // batch_size
     # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
@@ -403,14 +384,28 @@ def train(args: Args) -> dict:
     values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
         np.zeros(shape, dtype=np.float32) for _ in range(5))
 
-    episodic_returns = []  # (step, return) of every training episode
-    next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
-    next_obs_np = next_obs_np.astype(np.float32)  # float32, as the networks are
-    # The tooling after `train`: the run's folder, logs and checkpoints, guard rails, Ctrl-C.
-    # With --resume, the checkpoint's state is put into these objects, in place, and the run
-    # goes on from its step, as if it had never stopped.
-    run = Run(args, agent, envs, vf_optimizer, policy_params, episodic_returns, next_obs_np)
-    writer, global_step, start_time, last_print = run.writer, run.last_step, run.start_time, 0
+    writer = writer or SummaryWriter()  # runs/<date>_<host>, unless the tooling gives a folder
+    table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
+    global_step, episodic_returns, next_obs_np = 0, [], None  # episodic: (step, return) pairs
+
+    # Everything the loop needs to go on from the end of an update, by name. The tooling's
+    # checkpoint saves this dict; its --resume hands a saved one back at the start, unpacked
+    # below in the same order. State you add to the loop (a target network, a schedule's
+    # counter) goes here and in that line, or a resumed run goes on without it.
+    def state() -> dict:
+        return {"agent": agent, "policy_params": policy_params, "vf_optimizer": vf_optimizer,
+                "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
+                "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
+
+    if hook:
+        (agent, policy_params, vf_optimizer, envs, next_obs_np, global_step, episodic_returns,
+         rng) = hook(state()).values()
+        torch.set_rng_state(rng)
+    if next_obs_np is None:  # a new run, or one resumed with new episodes
+        next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
+        next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
+    start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
         # Collecting needs no gradient (the update recomputes log π and V): inference mode is
@@ -429,7 +424,6 @@ def train(args: Args) -> dict:
                 if agent.continuous:
                     env_action = np.clip(action_np, action_space.low, action_space.high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
-                run.check_env(next_obs_np, reward, infos, global_step)  # stops on NaN or inf
                 rewards_np[step] = reward
                 terminations_np[step], truncations_np[step] = terminated, truncated
                 next_obs_np = next_obs_np.astype(np.float32)
@@ -494,7 +488,7 @@ def train(args: Args) -> dict:
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        sps = global_step / (time.time() - start_time)
+        sps = (global_step - start_step) / (time.time() - start_time)
         writer.add_scalar("charts/SPS", sps, global_step)
         if time.time() - last_print > 5 or iteration == num_iterations:
             last_print = time.time()
@@ -503,26 +497,57 @@ def train(args: Args) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if run.check_update(losses, global_step, next_obs_np):  # NaN, inf; checkpoints; Ctrl-C
-            break
+        if hook:  # the tooling: guard rails, checkpoints
+            hook(state(), losses)
     envs.close()
-    return run.end(global_step, episodic_returns=episodic_returns)
+    writer.flush()  # on disk; left open for whoever passed it (the tooling logs its evaluation)
+    return state()
 
 
-# --- tooling: input checks, guard rails, Ctrl-C, checkpoints, evaluation, the command line ---
-# Nothing below is part of the learning algorithm: a first reading can stop here.
+# --- tooling: input checks, run folders, checkpoints, guard rails, evaluation, the command line ---
+# Nothing below is part of the learning algorithm, and `train` calls none of it: cut the file
+# here, add `if __name__ == "__main__": train(tyro.cli(Args))`, and it still trains and logs.
+# `main` adds the rest around `train`, through its `writer` and `hook` arguments.
+
+SCRIPT = os.path.basename(__file__).removesuffix(".py")
+
+
+@dataclass
+class RunArgs(Args):  # Args and the tooling's flags: --help lists both
+    exp_name: str = SCRIPT
+    """name of the experiment; part of the run directory runs/<env>__<exp>__<seed>__<time>"""
+    log_dir: str = "runs"
+    """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
+    save_model: bool = False
+    """save the policy to <run>/model.pt at the end of training, or when stopped early"""
+    checkpoint_every: int = 20
+    """write <run>/checkpoint.pt every N updates and at the end of training (0: never)"""
+    resume: str | None = None
+    """go on with the run of this checkpoint.pt, in its folder, with the flags saved in it"""
+    eval_episodes: int = 10
+    """deterministic episodes after training (0: none), each cut at 10,000 steps at most"""
+    eval_seed: int | None = None
+    """seed of the evaluation episodes; by default --seed + 10,000 (seeds training never used)"""
+    eval_checkpoint: str | None = None
+    """evaluate this model.pt instead of training; other flags default to those it was saved with"""
+    capture_video: bool = False
+    """film the evaluation episodes into <run>/videos (needs: pip install moviepy)"""
+    track: bool = False
+    """mirror the TensorBoard logs to Weights & Biases (needs: pip install wandb)"""
+    wandb_project_name: str = "pgref"
+    """the W&B project of --track"""
+    wandb_entity: str | None = None
+    """the W&B team or user of --track (by default, your own)"""
 
 
 def fail(message):
-    """Stop with a one-line error and exit code 1."""
-    raise SystemExit(f"{os.path.basename(__file__)}: error: {message}")
+    """Stop with a one-line error (the message's lines joined) and exit code 1."""
+    raise SystemExit(f"{SCRIPT}.py: error: {' '.join(str(message).split())}")
 
 
 def check_args(args):
-    """Refuse a bad setup in one line, before anything is built; return the env made to check it."""
-    # Before 1.4, the vector RecordEpisodeStatistics miscounts episodes under SAME_STEP autoreset.
-    if tuple(map(int, gym.__version__.split(".")[:2])) < (1, 4):
-        fail(f"needs gymnasium 1.4 or newer, found {gym.__version__}: pip install -U gymnasium")
+    """Refuse a bad setup in one line that names the failed check, before anything is built;
+    warn of what may go wrong."""
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     for flag, module in (("capture_video", "moviepy"), ("track", "wandb")):
@@ -532,180 +557,79 @@ def check_args(args):
         os.environ.setdefault("MUJOCO_GL", "egl")
     may_be_0 = "seed gamma gae_lambda ent_coef vf_coef checkpoint_every eval_episodes eval_seed"
     for name, value in asdict(args).items():  # type, not isinstance: a bool is no number here
-        bound = ">= 0" if name in may_be_0.split() else "positive"
-        if type(value) in (int, float) and (value < 0 or value == 0 and bound == "positive"):
-            fail(f"--{name.replace('_', '-')} must be {bound}")
-    if max(args.gamma, args.gae_lambda) > 1:
-        fail("--gamma and --gae-lambda must lie in [0, 1]")
+        flag, bound = "--" + name.replace("_", "-"), ">= 0" if name in may_be_0.split() else "> 0"
+        if type(value) in (int, float) and (value < 0 or value == 0 and bound == "> 0"):
+            fail(f"{flag} must be {bound}")
+        if name in ("gamma", "gae_lambda") and value > 1:
+            fail(f"{flag} must lie in [0, 1]")
     batch_size = args.num_envs * args.num_steps
     if batch_size > args.total_timesteps:
-        fail("--total-timesteps is less than one batch of --num-envs × --num-steps steps")
+        fail(f"--total-timesteps {args.total_timesteps} is less than one batch of --num-envs × "
+             f"--num-steps = {batch_size} steps")
     try:
         env = make_env(args.env_id)
     except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why
         fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
-    if len(env.observation_space.shape or ()) != 1:
-        fail(f"{args.env_id} has observations {env.observation_space}; the script needs vectors")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # said once, by the line above
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+        fail(f"{args.env_id} has observations {space}; the script takes vectors: " + (
+            "in make_env, wrap the env in gym.wrappers.FlattenObservation(env)" if isinstance(
+                space, gym.spaces.Dict | gym.spaces.Tuple) else "pixels are out of its scope"))
     space = env.action_space
-    if not isinstance(space, gym.spaces.Box | gym.spaces.Discrete) or len(space.shape) > 1 or (
-            getattr(space, "start", 0) != 0):
-        fail(f"{args.env_id} has actions {space}; the script needs Discrete(n) or a flat Box (for "
-             "Discrete(n, start=k), in make_env, wrap the env in "
-             "gym.wrappers.TransformAction(env, lambda a: a + k, gym.spaces.Discrete(n)))")
-    if args.total_timesteps % batch_size and not args.eval_checkpoint:
+    if isinstance(space, gym.spaces.Discrete) and space.start != 0:
+        fail(f"{args.env_id} has actions {space}; the script needs them to start at 0: in "
+             f"make_env, wrap the env in gym.wrappers.TransformAction(env, lambda a: a + "
+             f"{space.start}, gym.spaces.Discrete({space.n}))")
+    if not isinstance(space, gym.spaces.Box | gym.spaces.Discrete) or len(space.shape) > 1:
+        fail(f"{args.env_id} has actions {space}; the script needs Discrete(n) or a flat Box")
+    if getattr(env.spec, "max_episode_steps", None) is None:
+        print(f"warning: {args.env_id} has no time limit, so an episode may never end and give "
+              "no return; in make_env, give it one: gym.make(env_id, max_episode_steps=1000)",
+              file=sys.stderr)
+    if args.total_timesteps % batch_size:
         print(f"note: trains {args.total_timesteps // batch_size * batch_size:,} steps, the whole "
               f"batches of {batch_size} in --total-timesteps", file=sys.stderr)
-    return env
 
 
-class Run:
-    """The tooling that `train` calls: the run's folder and logs, checkpoints and --resume, the
-    guard rails, Ctrl-C and the end of the run. A guard rail stops a run whose numbers stopped
-    making sense with one line that says why, instead of a traceback far from the cause or a
-    silently ruined run; the logs are flushed, and the checkpoint (and model.pt with
-    --save-model) keeps the last finite weights."""
+class EnvGuard(gym.vector.VectorWrapper):
+    """Stops the run (FloatingPointError) at the step where the env returns a NaN or inf
+    observation or reward, before `train` stores it."""
 
-    stopping = False  # Ctrl-C was pressed
+    def step(self, actions):
+        out = obs, rewards, _, _, infos = self.env.step(actions)
+        for culprit, values in ("observation", [obs, *infos.get("final_obs", [])]), (
+                "reward", [rewards]):
+            if not all(v is None or np.isfinite(v).all() for v in values):
+                raise FloatingPointError(f"the env returned a NaN or inf {culprit} in a rollout, "
+                                         "and needs fixing")
+        return out
 
-    def __init__(self, args, agent, envs, *objects):
-        """Open the run's folder and its TensorBoard writer, mirrored to W&B with --track; take
-        the objects that the rest of the run depends on (the last ones are given again to
-        `check_update`). A new run gets a folder of its own, even where another run took its name.
-        With --resume, the run reopens its checkpoint's folder (TensorBoard drops what was logged
-        there after the checkpoint, which the run logs again), and the checkpoint's state is put
-        into the objects, in place; `last_step` is the step to go on from, and `start_time` the
-        time the run began, less the time it was stopped (SPS counts the run's own time)."""
-        self.args, self.agent, self.objects = args, agent, [agent, envs, *objects]
-        self.steps_accepted = 0  # updates whose line search accepted a step
-        self.updates, saved = 0, args.resume and torch.load(args.resume, weights_only=False)
-        if saved:  # pickled objects: loading a checkpoint runs code, so trust the file
-            changed = {k for k, v in saved["args"].items() if getattr(args, k) != v} - set(
-                "exp_name log_dir save_model checkpoint_every resume eval_episodes eval_seed "
-                "eval_checkpoint capture_video track wandb_project_name wandb_entity".split())
-            if changed:
-                flag = changed.pop().replace("_", "-")
-                fail(f"--resume goes on with the run's own flags; leave out --{flag}")
-            self.dir = os.path.dirname(args.resume)
-        else:  # the env id without the module of module:EnvId: no ':' in a folder name
-            name = (f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__"
-                    f"{int(time.time())}")
-            self.dir = os.path.join(args.log_dir, name)
-            try:
-                os.makedirs(self.dir)
-            except FileExistsError:  # a run started in the same second: another folder
-                self.dir = tempfile.mkdtemp(prefix=name + "_", dir=args.log_dir)
-        if args.track:  # before the writer: W&B mirrors what it writes
-            import wandb
-            name = os.path.basename(self.dir)
-            wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name,
-                       id=name, config=asdict(args), resume="allow", dir=self.dir,
-                       sync_tensorboard=True)
-        self.writer = SummaryWriter(self.dir, purge_step=saved and saved["global_step"] + 1)
-        table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
-        self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-        exact = not isinstance(envs.unwrapped.envs[0].unwrapped, gym.utils.EzPickle)
-        if saved:
-            for obj, state in zip(self.objects, saved["state"], strict=True):
-                # Box2D and MuJoCo envs pickle as the arguments that made them (EzPickle), not
-                # their state: they and their observations stay new, and new episodes begin.
-                if not exact and isinstance(obj, gym.vector.VectorEnv | np.ndarray):
-                    continue
-                if isinstance(obj, list | np.ndarray):
-                    obj[:] = state  # the returns of the episodes so far; the next observations
-                else:
-                    obj.__dict__.update(state.__dict__)  # the agent, optimisers, envs, ...
-            torch.set_rng_state(saved["rng"])
-            if not exact:
-                print(f"note: {args.env_id} cannot be saved mid-episode, so the run goes on with "
-                      "new episodes, not exactly as if never stopped", file=sys.stderr)
-        self.last_step = saved["global_step"] if saved else 0
-        self.start_time = time.time() - (saved["seconds"] if saved else 0)
-        self.last_weights = nn.utils.parameters_to_vector(agent.parameters())
-        signal.signal(signal.SIGINT, self.ctrl_c)
 
-    def save(self, global_step):
-        """Write <run>/checkpoint.pt, under another name first and then renamed: a kill during
-        the write leaves the last checkpoint whole."""
-        self.writer.flush()  # the events up to here: a resumed run does not log them again
-        # Besides the envs' generators (in their state), torch's is the only one drawn from:
-        # Python's and NumPy's global ones are seeded, never used.
-        try:
-            torch.save({"args": asdict(self.args), "global_step": global_step,
-                        "state": self.objects, "rng": torch.get_rng_state(),
-                        "seconds": time.time() - self.start_time}, f"{self.dir}/checkpoint.tmp")
-            os.replace(f"{self.dir}/checkpoint.tmp", f"{self.dir}/checkpoint.pt")
-        except Exception as error:  # an object that does not pickle, as a class made in a function
-            self.args.checkpoint_every = 0  # said once; the run goes on without checkpoints
-            print(f"warning: no checkpoint: {error}", file=sys.stderr)
+class Unpickler(pickle.Unpickler):
+    """Finds this file's classes in a checkpoint, whether the command line wrote it (module
+    __main__) or code of one's own that imports the script."""
 
-    def ctrl_c(self, *_):
-        """The first Ctrl-C stops the run after the current update; a second one at once."""
-        self.stopping = True
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        print("Ctrl-C: stopping after this update (again: at once)", file=sys.stderr)
+    def find_class(self, module, name):
+        return super().find_class(__name__ if module in ("__main__", SCRIPT) else module, name)
 
-    def check_env(self, obs, reward, infos, global_step):
-        """After each env step, before anything is stored: NaN or inf from the env stops the run."""
-        final_obs = [o.sum() for o in infos.get("final_obs", []) if o is not None]
-        # A sum is finite only if all its terms are: one cheap test per step.
-        if not math.isfinite(obs.sum() + reward.sum() + sum(final_obs)):
-            self.end(global_step, f"{self.args.env_id} returned NaN or inf at step "
-                     f"{global_step:,} (an observation or a reward); the env needs fixing")
 
-    def check_update(self, losses, global_step, *latest):
-        """After each update: a loss or a weight that became NaN or inf stops the run; an
-        absurd approx-KL (above 1, where 0.01 to 0.05 is usual) gets a warning. Every
-        --checkpoint-every updates, the checkpoint, with `latest` (objects rebound since `start`)
-        in place of the last ones given there. True once Ctrl-C asked to stop."""
-        weights = nn.utils.parameters_to_vector(self.agent.parameters()).detach()  # (n_weights,)
-        if not math.isfinite(sum(losses.values()) + weights.sum()):
-            self.end(global_step, f"a loss or weight became NaN or inf in the update ending "
-                     f"at step {global_step:,}; a learning rate too large? rewards of huge scale?")
-        self.last_step, self.last_weights = global_step, weights
-        self.steps_accepted += losses["step_accepted"]
-        if losses["approx_kl"] > 1:
-            print(f"warning: the update ending at step {global_step:,} moved the policy far "
-                  f"(approx-KL {losses['approx_kl']:.3g}); is the learning rate too large?",
-                  file=sys.stderr)
-        self.objects[len(self.objects) - len(latest):] = latest
-        self.updates += 1
-        if self.args.checkpoint_every and self.updates % self.args.checkpoint_every == 0:
-            self.save(global_step)
-        return self.stopping
-
-    def end(self, global_step, error="", episodic_returns=()):
-        """Every run ends here: after training, after a Ctrl-C, or at a guard rail's `error`,
-        which first puts back the last finite weights (from before a diverged update). Save the
-        model with --save-model, evaluate it after training, close the logs; return a summary."""
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # a Ctrl-C now stops at once
-        if error:
-            nn.utils.vector_to_parameters(self.last_weights, self.agent.parameters())
-            global_step = self.last_step
-        if self.args.checkpoint_every:  # also at a guard rail's stop: the last finite weights
-            self.save(global_step)
-        self.agent.cpu()  # the checkpoint and the evaluation are on the CPU
-        if self.args.save_model:  # only tensors, numbers, strings: safe for torch.load
-            torch.save({"model": self.agent.state_dict(), "args": asdict(self.args),
-                        "global_step": global_step}, f"{self.dir}/model.pt")
-            print(f"model saved to {self.dir}/model.pt (the weights of step "
-                  f"{global_step:,})")
-        if global_step and not self.steps_accepted:
-            print("warning: the line search rejected the step of every update: the policy never "
-                  "moved (a zero gradient? is every advantage 0?)", file=sys.stderr)
-        if error:
-            fail(error)
-        if self.stopping:
-            go_on = self.args.checkpoint_every and f"; to go on: --resume {self.dir}/checkpoint.pt"
-            print(f"interrupted at step {global_step:,}{go_on or ''}", file=sys.stderr)
-            raise SystemExit(130)  # the shell's code for "stopped by Ctrl-C"
-        eval_returns = []
-        if self.args.eval_episodes:
-            eval_returns = evaluate(self.agent, self.args, self.dir)
-        for i, episode_return in enumerate(eval_returns):
-            self.writer.add_scalar("eval/episodic_return", episode_return, i)
-        self.writer.close()
-        return {"run_dir": self.dir, "global_step": global_step, "agent": self.agent,
-                "episodic_returns": episodic_returns, "eval_returns": eval_returns}
+def load(path, resume):
+    """The checkpoint.pt (`resume`) or model.pt of a run of this script, or a one-line refusal
+    that says which file to give. A checkpoint holds pickled objects, and unpickling runs code:
+    resume only runs of your own; model.pt holds tensors, numbers and strings, safe to load."""
+    pickler = SimpleNamespace(__name__="pickle", Unpickler=Unpickler) if resume else None
+    try:
+        saved = torch.load(path, weights_only=not resume, pickle_module=pickler)
+        if saved["script"] == SCRIPT and ("state" in saved) == resume:
+            return saved
+    except OSError as error:
+        fail(f"{path}: {error.strerror}")
+    except Exception:  # not a file of torch.save, or one that holds another script's classes
+        pass
+    fail(f"{path} is no {'checkpoint' if resume else 'model'}.pt of {SCRIPT}.py: --resume takes "
+         "<run>/checkpoint.pt, --eval-checkpoint <run>/model.pt (--save-model), each from a run "
+         "of the script given it")
 
 
 def evaluate(agent, args, folder):
@@ -736,39 +660,126 @@ def evaluate(agent, args, folder):
 def load_agent(path, args=None):
     """The Agent saved in a model.pt (--save-model), for code of your own
     (docs/usage.md, "Long runs"); `args` are the flags to build it with, by default those saved
-    with it. model.pt holds "model" (the state_dict), "args" (the flags, a dict) and
+    with it. model.pt holds "script", "model" (the state_dict), "args" (the flags, a dict) and
     "global_step"."""
-    saved = torch.load(path, weights_only=True)  # tensors, numbers, strings only: safe to load
-    args = args or Args(**saved["args"])
+    saved = load(path, resume=False)
+    args = args or RunArgs(**saved["args"])
     env = make_env(args.env_id)
     agent = Agent(env.observation_space.shape[0], env.action_space, args.hidden_size)
     agent.load_state_dict(saved["model"])
     return agent
 
 
-def main():
-    """Train; go on with a run from its --resume checkpoint; or evaluate the policy saved in
-    --eval-checkpoint. Both files give the flags saved in them unless given now (so an
-    evaluation's numbers are those of the evaluation after training)."""
-    args = tyro.cli(Args)
+def main(args: RunArgs | None = None) -> dict:
+    """Train, with the tooling around `train`; go on with the run of a --resume checkpoint; or
+    evaluate the policy of an --eval-checkpoint model.pt. Flags left at their defaults take the
+    values saved in the file; with --resume, a flag of `Args` that differs from the run's is
+    refused, but for --total-timesteps: a larger one extends the run. `args`: from code of
+    one's own (its fields that differ from the defaults count as given), or else the command
+    line. Returns `train`'s state with the run's folder (run_dir) and eval_returns."""
+    args = args or tyro.cli(RunArgs)
     path = args.resume or args.eval_checkpoint
-    try:  # no such file; another script's file; weights that do not fit the env or networks
-        if path:
-            saved = torch.load(path, weights_only=not args.resume)["args"]
-            args = tyro.cli(Args, default=Args(**saved))
-        if args.eval_checkpoint:
-            check_args(args)
-            agent = load_agent(path, args)
-    except (OSError, TypeError, RuntimeError, AttributeError) as error:
-        words = " ".join(str(error).split("\n\t")[:2]).split()  # to the first layer that misfits
-        fail(f"cannot load {path}: {' '.join(words)}")
+    saved = path and load(path, resume=bool(args.resume))
+    if saved:  # a flag left at its default takes the file's
+        old = saved["args"]
+        args = RunArgs(**{k: old[k] if v == getattr(RunArgs, k) else v
+                          for k, v in asdict(args).items()})
+        changed = [f.name for f in fields(Args) if getattr(args, f.name) != old[f.name]]
+        if args.resume and changed not in ([], ["total_timesteps"]):
+            fail(f"--resume goes on with the run's own flags; leave out --{changed[0]}".replace(
+                "_", "-"))
+    check_args(args)
     if args.eval_checkpoint:
-        return evaluate(agent, args, os.path.dirname(path))
-    return train(args)
+        try:
+            return {"eval_returns": evaluate(load_agent(path, args), args, os.path.dirname(path))}
+        except RuntimeError as error:  # weights that do not fit the env or the networks
+            fail(f"--eval-checkpoint {path}: {error}")
+
+    # The run's folder: its own, even where another run took its name; a resumed run reopens its
+    # checkpoint's, where TensorBoard drops what was logged after the checkpoint (logged again).
+    # The env id without the module of module:EnvId: no ':' in a folder name.
+    name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    folder = os.path.dirname(os.path.abspath(path)) if saved else f"{args.log_dir}/{name}"
+    try:
+        os.makedirs(folder, exist_ok=bool(saved))
+    except FileExistsError:  # a run started in the same second
+        folder = tempfile.mkdtemp(prefix=name + "_", dir=args.log_dir)
+    if args.track:  # before the writer: W&B mirrors what it writes
+        import wandb
+        name = os.path.basename(folder)
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name, id=name,
+                   config=asdict(args), resume="allow", dir=folder, sync_tensorboard=True)
+    writer = SummaryWriter(folder, purge_step=saved and saved["state"]["global_step"] + 1)
+    updates = 0
+
+    def hook(state, losses=None):
+        """`train`'s hook. At its start (no `losses`): put the --resume checkpoint's state in
+        place of the new one, guard the envs, and return the state to go on with. After each
+        update: stop on a NaN or inf loss or weight; save every --checkpoint-every updates."""
+        nonlocal updates
+        if losses is None:
+            state.update(saved["state"] if saved else {})
+            if saved and "envs" not in saved["state"]:  # envs not saved (see `save`)
+                print(f"note: {args.env_id} cannot be saved mid-episode, so the run goes on with "
+                      "new episodes, not exactly as if never stopped", file=sys.stderr)
+            state["envs"] = EnvGuard(state["envs"])
+            return state
+        weights = nn.utils.parameters_to_vector(state["agent"].parameters())
+        if not math.isfinite(sum(losses.values()) + weights.sum()):
+            raise FloatingPointError("a loss or weight became NaN or inf in an update: a learning "
+                                     "rate too large? rewards of huge scale?")
+        updates += 1
+        if args.checkpoint_every and updates % args.checkpoint_every == 0:
+            save(state)
+
+    def save(state):
+        """Write model.pt (with --save-model) and checkpoint.pt (with --checkpoint-every), and
+        flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags; it is
+        written under another name first, then renamed, so that a kill during the write leaves
+        the last one whole. Box2D and MuJoCo envs pickle as the arguments that made them
+        (EzPickle), not their state, and some envs do not pickle at all (a lambda in a wrapper):
+        those envs and their observations are left out, and a resumed run begins new episodes."""
+        writer.flush()
+        if args.save_model:  # only tensors, numbers, strings: safe to load
+            torch.save({"script": SCRIPT, "model": state["agent"].state_dict(),
+                        "args": asdict(args), "global_step": state["global_step"]},
+                       f"{folder}/model.pt")
+        if not args.checkpoint_every:
+            return
+        state = dict(state, envs=state["envs"].env)  # without the EnvGuard
+        try:
+            exact = not isinstance(state["envs"].unwrapped.envs[0].unwrapped,
+                                   gym.utils.EzPickle) and pickle.dumps(state["envs"])
+        except Exception:  # an env that does not pickle
+            exact = False
+        for key in [] if exact else ["envs", "next_obs"]:
+            state.pop(key, None)
+        torch.save({"script": SCRIPT, "args": asdict(args), "state": state},
+                   f"{folder}/checkpoint.tmp")
+        os.replace(f"{folder}/checkpoint.tmp", f"{folder}/checkpoint.pt")
+
+    # A guard rail or a Ctrl-C stops the run at once: its files and logs are those of its last
+    # checkpoint (whose weights are finite). After training, they are saved, and the policy is
+    # evaluated.
+    try:
+        state = train(args, writer, hook)
+    except FloatingPointError as error:
+        fail(f"{args.env_id}: {error} (the last checkpoint keeps the weights before it, if any)")
+    if saved and not updates:
+        fail(f"--resume: the run has trained its {state['global_step']:,} steps; give a larger "
+             "--total-timesteps")
+    save(state)
+    eval_returns = evaluate(state["agent"].cpu(), args, folder) if args.eval_episodes else []
+    for episode_return in eval_returns:  # at the step of the policy evaluated
+        writer.add_scalar("eval/episodic_return", episode_return, state["global_step"])
+    writer.close()
+    return dict(state, run_dir=folder, eval_returns=eval_returns)
 
 
 if __name__ == "__main__":
     try:
         main()
-    except KeyboardInterrupt:  # a Ctrl-C outside the training loop, or a second one inside it
-        raise SystemExit(130) from None
+    except KeyboardInterrupt:  # Ctrl-C
+        print("interrupted; --resume <run>/checkpoint.pt goes on from the run's last checkpoint, "
+              "if it has one", file=sys.stderr)
+        raise SystemExit(130) from None  # the shell's code for "stopped by Ctrl-C"

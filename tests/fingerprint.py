@@ -45,7 +45,10 @@ def fingerprint(root: str, script: str, flags: dict) -> str:
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # checkpoints pickle its classes
     spec.loader.exec_module(module)
     with tempfile.TemporaryDirectory() as log_dir, open(os.devnull, "w") as null, redirect_stdout(null):
-        result = module.train(module.Args(**flags, eval_episodes=2, log_dir=log_dir))
+        if hasattr(module, "RunArgs"):  # `main` runs `train` with the tooling around it
+            result = module.main(module.RunArgs(**flags, eval_episodes=2, log_dir=log_dir))
+        else:  # a checkout from before the tooling left `train` (73d22e8 and older)
+            result = module.train(module.Args(**flags, eval_episodes=2, log_dir=log_dir))
     weights = b"".join(t.numpy().tobytes() for t in result["agent"].state_dict().values() if isinstance(t, torch.Tensor))
     returns = [round(r, 6) for _, r in result["episodic_returns"]]
     return (f"{script} {flags['env_id']} {flags['total_timesteps']}: returns {sha1(returns)} "

@@ -1,0 +1,51 @@
+"""The algorithm stands alone: each script cut at its tooling banner, with one line added to run
+`train`, is a complete training script that trains and writes its TensorBoard logs; and `train`
+calls nothing defined below the banner."""
+
+import ast
+import glob
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, SCRIPTS, SHORT_RUNS
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+BANNER = "# --- tooling:"
+
+
+def cut(name: str) -> str:
+    """The script's text above its tooling banner, and the line that runs `train` from it."""
+    source = (ROOT / f"{name}.py").read_text()
+    assert source.count(BANNER) == 1, "one tooling banner"
+    above = source[:source.index(BANNER)]
+    return above + 'if __name__ == "__main__":\n    train(tyro.cli(Args))\n'
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_script_cut_at_its_banner_trains_and_logs(name, tmp_path):
+    (tmp_path / f"{name}.py").write_text(cut(name))
+    flags = [f"--{key.replace('_', '-')}={value}" for key, value in SHORT_RUNS[name].items()
+             if key != "eval_episodes"]  # a tooling flag: the cut script has none
+    out = subprocess.run([sys.executable, f"{name}.py", *flags], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    (folder,) = glob.glob(f"{tmp_path}/runs/*/")
+    events = EventAccumulator(folder, size_guidance={"scalars": 0})
+    events.Reload()
+    tags = events.Tags()["scalars"]
+    assert "charts/episodic_return" in tags and "losses/entropy" in tags, tags
+    assert len(events.Scalars("charts/episodic_return")) > 5
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_train_calls_nothing_below_the_banner(name):
+    """No name that `train` (or anything above the banner) uses is defined below the banner."""
+    source = (ROOT / f"{name}.py").read_text()
+    at = source.index(BANNER)
+    above, below = ast.parse(source[:at]), ast.parse(source[at:])
+    defined_below = {node.name for node in below.body if isinstance(node, ast.ClassDef | ast.FunctionDef)}
+    defined_below |= {target.id for node in below.body if isinstance(node, ast.Assign)
+                      for target in node.targets if isinstance(target, ast.Name)}
+    used_above = {node.id for node in ast.walk(above) if isinstance(node, ast.Name)}
+    assert defined_below and not used_above & defined_below, used_above & defined_below
