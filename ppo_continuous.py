@@ -36,14 +36,12 @@ import functools
 import importlib.util
 import math
 import os
-import pickle
 import random
 import sys
 import tempfile
 import time
 import warnings
 from dataclasses import asdict, dataclass, fields
-from types import SimpleNamespace
 
 import gymnasium as gym
 import numpy as np
@@ -560,6 +558,9 @@ def fail(message):
 def check_args(args):
     """Refuse a bad setup in one line that names the failed check, before anything is built;
     warn of what may go wrong."""
+    # Before 1.4, the vector RecordEpisodeStatistics miscounts episodes under SAME_STEP autoreset.
+    if tuple(map(int, gym.__version__.split(".")[:2])) < (1, 4):
+        fail(f"needs gymnasium 1.4 or newer, found {gym.__version__}: pip install -U gymnasium")
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     for flag, module in (("capture_video", "moviepy"), ("track", "wandb")):
@@ -569,8 +570,9 @@ def check_args(args):
         os.environ.setdefault("MUJOCO_GL", "egl")
     may_be_0 = "seed gamma gae_lambda ent_coef vf_coef checkpoint_every eval_episodes eval_seed"
     for name, value in asdict(args).items():  # type, not isinstance: a bool is no number here
-        flag, bound = "--" + name.replace("_", "-"), ">= 0" if name in may_be_0.split() else "> 0"
-        if type(value) in (int, float) and (value < 0 or value == 0 and bound == "> 0"):
+        bound = ">= 0" if name in may_be_0.split() else "positive"
+        flag = "--" + name.replace("_", "-")
+        if type(value) in (int, float) and (value < 0 or value == 0 and bound == "positive"):
             fail(f"{flag} must be {bound}")
         if name in ("gamma", "gae_lambda") and value > 1:
             fail(f"{flag} must lie in [0, 1]")
@@ -592,8 +594,8 @@ def check_args(args):
     space = env.observation_space
     if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
         fail(f"{args.env_id} has observations {space}; the script takes vectors: " + (
-            "in make_env, wrap the env in gym.wrappers.FlattenObservation(env)" if isinstance(
-                space, gym.spaces.Dict | gym.spaces.Tuple) else "pixels are out of its scope"))
+            "images are out of its scope" if isinstance(space, gym.spaces.Box) else "in make_env, "
+            "wrap the env in gym.wrappers.FlattenObservation(env)"))
     space = env.action_space
     if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
         fail(f"{args.env_id} has actions {space}; the script needs a flat Box (for Discrete "
@@ -621,21 +623,12 @@ class EnvGuard(gym.vector.VectorWrapper):
         return out
 
 
-class Unpickler(pickle.Unpickler):
-    """Finds this file's classes in a checkpoint, whether the command line wrote it (module
-    __main__) or code of one's own that imports the script."""
-
-    def find_class(self, module, name):
-        return super().find_class(__name__ if module in ("__main__", SCRIPT) else module, name)
-
-
 def load(path, resume):
     """The checkpoint.pt (`resume`) or model.pt of a run of this script, or a one-line refusal
     that says which file to give. A checkpoint holds pickled objects, and unpickling runs code:
     resume only runs of your own; model.pt holds tensors, numbers and strings, safe to load."""
-    pickler = SimpleNamespace(__name__="pickle", Unpickler=Unpickler) if resume else None
     try:
-        saved = torch.load(path, weights_only=not resume, pickle_module=pickler)
+        saved = torch.load(path, weights_only=not resume)
         if saved["script"] == SCRIPT and ("state" in saved) == resume:
             return saved
     except OSError as error:
@@ -708,8 +701,9 @@ def main(args: RunArgs | None = None) -> dict:
     if args.eval_checkpoint:
         try:
             return {"eval_returns": evaluate(load_agent(path, args), args, os.path.dirname(path))}
-        except RuntimeError as error:  # weights that do not fit the env or the networks
-            fail(f"--eval-checkpoint {path}: {error}")
+        except RuntimeError as error:  # weights that do not fit: torch's line, its first misfit
+            first = " ".join(str(error).split("\n\t")[:2])
+            fail(f"--eval-checkpoint {path}: {first}")
 
     # The run's folder: its own, even where another run took its name; a resumed run reopens its
     # checkpoint's, where TensorBoard drops what was logged after the checkpoint (logged again).
@@ -762,17 +756,19 @@ def main(args: RunArgs | None = None) -> dict:
                        f"{folder}/model.pt")
         if not args.checkpoint_every:
             return
-        state = dict(state, envs=state["envs"].env)  # without the EnvGuard
-        try:
-            exact = not isinstance(state["envs"].unwrapped.envs[0].unwrapped,
-                                   gym.utils.EzPickle) and pickle.dumps(state["envs"])
-        except Exception:  # an env that does not pickle
-            exact = False
-        for key in [] if exact else ["envs", "next_obs"]:
-            state.pop(key, None)
-        torch.save({"script": SCRIPT, "args": asdict(args), "state": state},
-                   f"{folder}/checkpoint.tmp")
-        os.replace(f"{folder}/checkpoint.tmp", f"{folder}/checkpoint.pt")
+        envs = state["envs"].env  # without the EnvGuard
+        without_envs = {k: v for k, v in state.items() if k not in ("envs", "next_obs")}
+        exact = not isinstance(envs.unwrapped.envs[0].unwrapped, gym.utils.EzPickle)
+        for kept in [dict(state, envs=envs), without_envs] if exact else [without_envs]:
+            try:  # without the envs where they do not pickle
+                torch.save({"script": SCRIPT, "args": asdict(args), "state": kept},
+                           f"{folder}/checkpoint.tmp")
+                return os.replace(f"{folder}/checkpoint.tmp", f"{folder}/checkpoint.pt")
+            except Exception as error:  # an object that does not pickle: a lambda, a local class
+                failure = error
+        os.remove(f"{folder}/checkpoint.tmp")
+        args.checkpoint_every = 0  # said once: the run goes on without checkpoints
+        print(f"warning: no checkpoint: {failure}", file=sys.stderr)
 
     # A guard rail or a Ctrl-C stops the run at once: its files and logs are those of its last
     # checkpoint (whose weights are finite). After training, they are saved, and the policy is
@@ -781,10 +777,16 @@ def main(args: RunArgs | None = None) -> dict:
         state = train(args, writer, hook)
     except FloatingPointError as error:
         fail(f"{args.env_id}: {error} (the last checkpoint keeps the weights before it, if any)")
+    except KeyboardInterrupt:
+        go_on = os.path.exists(f"{folder}/checkpoint.pt") and f"; --resume {folder}/checkpoint.pt"
+        print(f"interrupted{go_on or ''} goes on from the last checkpoint", file=sys.stderr)
+        raise SystemExit(130) from None  # the shell's code for "stopped by Ctrl-C"
     if saved and not updates:
         fail(f"--resume: the run has trained its {state['global_step']:,} steps; give a larger "
              "--total-timesteps")
     save(state)
+    if args.save_model:
+        print(f"model saved to {folder}/model.pt")
     eval_returns = evaluate(state["agent"].cpu(), args, folder) if args.eval_episodes else []
     for episode_return in eval_returns:  # at the step of the policy evaluated
         writer.add_scalar("eval/episodic_return", episode_return, state["global_step"])
@@ -793,9 +795,9 @@ def main(args: RunArgs | None = None) -> dict:
 
 
 if __name__ == "__main__":
+    # Run as the module named after the file, not as __main__: a checkpoint then names this
+    # file's classes by the file's name, and code of one's own that imports the script loads it.
     try:
-        main()
-    except KeyboardInterrupt:  # Ctrl-C
-        print("interrupted; --resume <run>/checkpoint.pt goes on from the run's last checkpoint, "
-              "if it has one", file=sys.stderr)
-        raise SystemExit(130) from None  # the shell's code for "stopped by Ctrl-C"
+        importlib.import_module(SCRIPT).main()
+    except KeyboardInterrupt:  # a Ctrl-C before training or during the evaluation
+        raise SystemExit(130) from None

@@ -149,7 +149,7 @@ def resolved_flags(script_file: Path, argv: list[str]) -> dict:
     spec = importlib.util.spec_from_file_location(f"_flags_{script_file.stem}", script_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return asdict(tyro.cli(module.Args, args=argv))
+    return asdict(tyro.cli(getattr(module, "RunArgs", module.Args), args=argv))  # RunArgs: Args and the tooling flags
 
 
 def script_commit(script: str, root: Path = ROOT) -> str:

@@ -67,9 +67,9 @@ def main() -> None:
     trpo.make_vec_env = make_normalized_vec_env
     start = time.time()
     zoo = dict(num_envs=2, num_steps=1024, gae_lambda=0.95) if args.zoo_batch else {}
-    trpo_args = trpo.Args(env_id=args.env_id, seed=args.seed, total_timesteps=args.total_timesteps, eval_episodes=0,
+    trpo_args = trpo.RunArgs(env_id=args.env_id, seed=args.seed, total_timesteps=args.total_timesteps, eval_episodes=0,
                           log_dir="/tmp/trpo_normalized_runs", **zoo)
-    result = trpo.train(trpo_args)
+    result = trpo.main(trpo_args)
     returns = result["episodic_returns"]
     record = {
         "command": f"python benchmarks/trpo_normalized.py --env-id {args.env_id} --seed {args.seed}"

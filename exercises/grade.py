@@ -464,7 +464,7 @@ def grade(folder: Path, exercises: list[int], learning: bool = True, out=print) 
 
 def learning_run(module, script: str, env_id: str, flags: dict, target: float) -> str:
     with tempfile.TemporaryDirectory() as log_dir:
-        result = module.train(module.Args(env_id=env_id, eval_episodes=0, log_dir=log_dir, **flags))
+        result = module.main(module.RunArgs(env_id=env_id, eval_episodes=0, log_dir=log_dir, **flags))
     last = [r for _, r in result["episodic_returns"][-20:]]
     mean = float(np.mean(last)) if last else float("nan")
     mark = "✓" if mean >= target else "✗"

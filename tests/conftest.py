@@ -184,14 +184,14 @@ def evaluate_checkpoint(module, path, *flags: str) -> list[float]:
     argv = sys.argv
     sys.argv = [f"{module.__name__}.py", "--eval-checkpoint", str(path), *flags]
     try:
-        return module.main()
+        return module.main()["eval_returns"]
     finally:
         sys.argv = argv
 
 
 def short_args(module, log_dir: str, **overrides):
     """Args of a short run of `module` (see SHORT_RUNS), with overrides."""
-    return module.Args(**{**SHORT_RUNS[module.__name__], "log_dir": log_dir, **overrides})
+    return module.RunArgs(**{**SHORT_RUNS[module.__name__], "log_dir": log_dir, **overrides})
 
 
 class BrokenEnv(TickEnv):

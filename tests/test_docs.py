@@ -92,7 +92,7 @@ def test_script_pages_list_every_flag_after_its_heading():
         module = _module(name)
         page = build.render(name)
         flags = re.findall(r"<td><code>(--[\w-]+)</code></td>", page)
-        assert flags == ["--" + f.replace("_", "-") for f in module.Args.__dataclass_fields__], name
+        assert flags == ["--" + f.replace("_", "-") for f in module.RunArgs.__dataclass_fields__], name
         # each group's heading (the algorithm, then the run) comes before its table
         assert page.index("the algorithm</h3>") < page.index("<td><code>--env-id") < page.index("the run")
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import gymnasium as gym
+import numpy as np
 import own_env  # noqa: F401  (registers Point-v0 and its kin in this process too)
 import pytest
 import torch
@@ -63,7 +64,7 @@ def test_the_checkpoint_of_an_env_no_process_can_make_is_refused_in_one_line(tmp
     code = ("import sys, gymnasium as gym; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import own_env, reinforce\n"
             "class Mine(own_env.PointEnv): pass\n"
             "gym.register('Mine-v0', entry_point=Mine, max_episode_steps=20)\n"
-            "reinforce.train(reinforce.Args(env_id='Mine-v0', batch_size=200, total_timesteps=200, eval_episodes=0,"
+            "reinforce.main(reinforce.RunArgs(env_id='Mine-v0', batch_size=200, total_timesteps=200, eval_episodes=0,"
             " save_model=True, log_dir=sys.argv[3]))\n")
     made = subprocess.run([sys.executable, "-c", code, str(ROOT), TESTS, str(tmp_path)], capture_output=True,
                           text=True, timeout=120, env=dict(os.environ, PYTHONWARNINGS="ignore"))
@@ -83,7 +84,7 @@ def test_the_checkpoint_of_an_env_no_process_can_make_is_refused_in_one_line(tmp
 ])
 def test_env_ids_that_cannot_be_made_get_one_line(env_id, message, script):
     with pytest.raises(SystemExit, match=re.escape(message)):
-        script.check_args(script.Args(env_id=env_id))
+        script.check_args(script.RunArgs(env_id=env_id))
 
 
 def test_a_wrapper_in_make_env_reaches_the_checks_training_and_evaluation(script, log_dir, monkeypatch):
@@ -109,20 +110,20 @@ def test_a_wrapper_in_make_env_reaches_the_checks_training_and_evaluation(script
 
     monkeypatch.setattr(script, "make_env", make_env)
     args = short_args(script, log_dir, eval_episodes=2)
-    result = script.train(args)
+    result = script.main(args)
     assert len(made) == 1 + args.num_envs + 1  # the input checks, each training env, the evaluation
     assert all(env.steps > 0 for env in made[1:])  # every training env, and the evaluation's
     assert len(result["eval_returns"]) == 2 and lengths and max(lengths) <= 7
 
 
 def test_a_checkpoint_that_no_longer_fits_the_networks_is_refused_in_one_line(script, log_dir, tmp_path):
-    result = script.train(short_args(script, log_dir, hidden_size=16, save_model=True, eval_episodes=1))
+    result = script.main(short_args(script, log_dir, hidden_size=16, save_model=True, eval_episodes=1))
     path = os.path.join(result["run_dir"], "model.pt")
     assert evaluate_checkpoint(script, path) == result["eval_returns"]  # the saved --hidden-size 16
     checkpoint = torch.load(path, weights_only=True)
     checkpoint["args"]["hidden_size"] = 64  # as if `Agent` had been edited since
     torch.save(checkpoint, tmp_path / "edited.pt")
-    with pytest.raises(SystemExit, match="cannot load .*edited.pt: .*size mismatch for ") as refused:
+    with pytest.raises(SystemExit, match="--eval-checkpoint .*edited.pt: .*size mismatch for ") as refused:
         evaluate_checkpoint(script, tmp_path / "edited.pt")
     # one short line that names the first layer that does not fit (torch's message names them all)
     assert "\n" not in refused.value.code and "\t" not in refused.value.code
@@ -131,7 +132,7 @@ def test_a_checkpoint_that_no_longer_fits_the_networks_is_refused_in_one_line(sc
 
 
 def test_eval_seed_given_at_training_is_saved_and_reused(script, log_dir, capsys):
-    result = script.train(short_args(script, log_dir, save_model=True, eval_episodes=2, eval_seed=7))
+    result = script.main(short_args(script, log_dir, save_model=True, eval_episodes=2, eval_seed=7))
     path = os.path.join(result["run_dir"], "model.pt")
     assert evaluate_checkpoint(script, path) == result["eval_returns"]
     assert capsys.readouterr().out.count("(seed 7)") == 2
@@ -149,7 +150,7 @@ def test_env_id_given_with_eval_checkpoint_is_evaluated_on_or_refused(script, lo
     """--env-id with --eval-checkpoint: a variant of the env (here CartPole's spaces in a
     re-registered CartPole with a shorter limit) is evaluated on; an env whose spaces do not fit
     the saved networks is refused in one line."""
-    result = script.train(short_args(script, log_dir, save_model=True))
+    result = script.main(short_args(script, log_dir, save_model=True))
     path = os.path.join(result["run_dir"], "model.pt")
     env_id = short_args(script, log_dir).env_id
     variant = f"Short{env_id}"
@@ -160,7 +161,7 @@ def test_env_id_given_with_eval_checkpoint_is_evaluated_on_or_refused(script, lo
     assert f"{variant}: mean return" in capsys.readouterr().out and len(returns) == 2
     if env_id == "CartPole-v1":
         assert max(returns) <= 7  # the variant's limit, one reward per step
-    with pytest.raises(SystemExit, match="cannot load .*size mismatch") as refused:
+    with pytest.raises(SystemExit, match="--eval-checkpoint .*size mismatch") as refused:
         evaluate_checkpoint(script, path, "--env-id", VARIANTS[script.__name__][1])
     assert "\n" not in refused.value.code
 
@@ -172,7 +173,7 @@ def test_an_env_without_time_limit_trains_and_its_evaluation_ends(name, log_dir)
     signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the run did not end: an endless episode?"))
     signal.alarm(120)  # a failure rather than a hang, should the evaluation's step cap go missing
     try:
-        result = module.train(short_args(module, log_dir, env_id=env_id, total_timesteps=2048, eval_episodes=1))
+        result = module.main(short_args(module, log_dir, env_id=env_id, total_timesteps=2048, eval_episodes=1))
     finally:
         signal.alarm(0)
     assert result["episodic_returns"] == [] and len(result["eval_returns"]) == 1  # cut at 10,000 steps
@@ -196,7 +197,7 @@ def test_reinforce_on_an_env_without_time_limit_stops_at_total_timesteps(log_dir
     signal.alarm(60)
     try:
         with pytest.raises(SystemExit, match="REINFORCE learns from complete episodes") as stopped:
-            reinforce.train(args)
+            reinforce.main(args)
     finally:
         signal.alarm(0)
     assert "\n" not in stopped.value.code and len(steps) == 1000
@@ -230,21 +231,21 @@ def test_discrete_actions_from_a_start_other_than_0_are_refused_then_work_wrappe
     args = short_args(module, log_dir, env_id="PointGridFrom1-v0", eval_episodes=1)
     with pytest.raises(SystemExit, match=re.escape("Discrete(4, start=1)")) as refused:
         module.check_args(args)
-    assert "gym.wrappers.TransformAction(env, lambda a: a + k, gym.spaces.Discrete(n))" in refused.value.code
+    assert "gym.wrappers.TransformAction(env, lambda a: a + 1, gym.spaces.Discrete(4))" in refused.value.code
 
     def make_env(env_id, **kwargs):
         env = gym.make(env_id, **kwargs)
         return gym.wrappers.TransformAction(env, lambda a: a + 1, gym.spaces.Discrete(4))
 
     monkeypatch.setattr(module, "make_env", make_env)
-    result = module.train(args)
+    result = module.main(args)
     assert result["episodic_returns"] and len(result["eval_returns"]) == 1
 
 
 def test_cuda_without_a_gpu_is_an_error(script, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(SystemExit, match="--cuda: torch finds no usable GPU"):
-        script.check_args(script.Args(cuda=True))
+        script.check_args(script.RunArgs(cuda=True))
 
 
 @pytest.mark.parametrize("version", ["1.0.0", "1.3.0"])
@@ -253,15 +254,76 @@ def test_a_gymnasium_older_than_1_4_is_refused_in_one_line(script, monkeypatch, 
     RecordEpisodeStatistics (every episode after an env's first is one step short)."""
     monkeypatch.setattr(gym, "__version__", version)
     with pytest.raises(SystemExit, match=rf"needs gymnasium 1\.4 or newer, found {version}"):
-        script.check_args(script.Args())
+        script.check_args(script.RunArgs())
 
 
 @pytest.mark.parametrize("version", ["1.4.0", "1.10.0", "2.0.0rc1"])
 def test_gymnasium_1_4_and_newer_are_accepted(script, monkeypatch, version):
     monkeypatch.setattr(gym, "__version__", version)
-    script.check_args(script.Args(env_id="CartPole-v1" if script.__name__ != "ppo_continuous" else "Pendulum-v1"))
+    script.check_args(script.RunArgs(env_id="CartPole-v1" if script.__name__ != "ppo_continuous" else "Pendulum-v1"))
 
 
 def test_the_evaluation_seed_can_be_chosen(script, log_dir, capsys):
-    script.train(short_args(script, log_dir, eval_episodes=1, eval_seed=7))
+    script.main(short_args(script, log_dir, eval_episodes=1, eval_seed=7))
     assert "(seed 7)" in capsys.readouterr().out
+
+
+class DictPointEnv(gym.Env):
+    """A Dict of observations (FlattenObservation makes it one vector) or an image (pixels)."""
+
+    def __init__(self, image: bool = False, continuous: bool = True):
+        self.observation_space = (gym.spaces.Box(0, 255, (8, 8, 3), np.uint8) if image else
+                                  gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (2,)), "v": gym.spaces.Box(-1, 1, (2,))}))
+        self.action_space = gym.spaces.Box(-1, 1, (2,)) if continuous else gym.spaces.Discrete(2)
+
+
+for _kind in ("Continuous", "Discrete"):
+    gym.register(f"DictPoint{_kind}-v0", entry_point=DictPointEnv, max_episode_steps=50,
+                 kwargs={"continuous": _kind == "Continuous"})
+    gym.register(f"ImagePoint{_kind}-v0", entry_point=DictPointEnv, max_episode_steps=50,
+                 kwargs={"image": True, "continuous": _kind == "Continuous"})
+
+
+def kind(script) -> str:
+    return "Discrete" if script.__name__ == "ppo_discrete" else "Continuous"
+
+
+def test_a_dict_observation_is_refused_with_flatten_observation_and_an_image_as_out_of_scope(script):
+    with pytest.raises(SystemExit, match=r"wrap the env in gym\.wrappers\.FlattenObservation\(env\)$") as refused:
+        script.check_args(script.RunArgs(env_id=f"DictPoint{kind(script)}-v0"))
+    assert "image" not in refused.value.code
+    with pytest.raises(SystemExit, match="images are out of its scope") as refused:
+        script.check_args(script.RunArgs(env_id=f"ImagePoint{kind(script)}-v0"))
+    assert "Flatten" not in refused.value.code
+
+
+def test_actions_of_the_wrong_kind_get_no_hint_that_does_not_apply():
+    """ppo_discrete.py given Box actions points to ppo_continuous.py, and says nothing of
+    Discrete(n, start=k); ppo_continuous.py given Discrete ones points back."""
+    import ppo_continuous
+    import ppo_discrete
+
+    with pytest.raises(SystemExit, match=r"needs Discrete\(n\) \(for Box actions use ppo_continuous\.py\)$"):
+        ppo_discrete.check_args(ppo_discrete.RunArgs(env_id="Pendulum-v1"))
+    with pytest.raises(SystemExit, match=r"needs a flat Box \(for Discrete actions use ppo_discrete\.py\)$"):
+        ppo_continuous.check_args(ppo_continuous.RunArgs(env_id="CartPole-v1"))
+
+
+def test_an_env_with_no_time_limit_gets_a_warning_before_training(script, capsys):
+    """Every script, reinforce.py included, warns in one line before training; with a limit, no warning."""
+    endless = "PointGridEndless-v0" if script.__name__ == "ppo_discrete" else "PointEndless-v0"
+    script.check_args(script.RunArgs(env_id=endless))
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert line.startswith(f"warning: {endless} has no time limit") and "max_episode_steps" in line
+    script.check_args(script.RunArgs(env_id=endless.replace("Endless", "")))
+    assert "time limit" not in capsys.readouterr().err
+
+
+def test_a_deprecated_env_warns_once_a_run(tmp_path):
+    """MuJoCo's -v4 envs: Gymnasium's deprecation line once, not once for every env made."""
+    out = subprocess.run([sys.executable, str(ROOT / "ppo_continuous.py"), "--env-id=Hopper-v4", "--num-envs=2",
+                          "--num-steps=64", "--num-minibatches=2", "--total-timesteps=128", "--eval-episodes=1",
+                          f"--log-dir={tmp_path}"], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"})
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("is out of date") == 1, out.stderr

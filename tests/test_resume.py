@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import gymnasium as gym
 import pytest
 import torch
 from conftest import ROOT, SCRIPTS, SHORT_RUNS, kill_after_first_checkpoint, run_folder, run_script
@@ -37,7 +38,7 @@ def outcome(folder: str) -> tuple:
 def test_a_killed_run_resumes_to_the_run_never_stopped(name, tmp_path):
     flags = dict(SHORT_RUNS[name], eval_episodes=2, checkpoint_every=1, save_model=True)
     module = __import__(name)  # the run never stopped, here (CPU runs reproduce in any process)
-    module.train(module.Args(**flags, log_dir=str(tmp_path / "whole")))
+    module.main(module.RunArgs(**flags, log_dir=str(tmp_path / "whole")))
     kill_after_first_checkpoint(f"{name}.py", cli(flags), tmp_path / "killed")
     folder = run_folder(tmp_path / "killed")
     resumed = run_script(f"{name}.py", f"--resume={folder}/checkpoint.pt")
@@ -57,23 +58,118 @@ def test_an_env_that_cannot_be_saved_resumes_with_new_episodes_and_says_so(tmp_p
                      "episodes, not exactly as if never stopped"]
 
 
-def test_resume_refuses_a_flag_that_would_change_the_run(log_dir):
+def test_resume_refuses_a_flag_that_would_change_the_run_and_prints_nothing_before(log_dir, capsys):
     import ppo_discrete as ppo
 
-    flags = dict(total_timesteps=512, log_dir=log_dir)
-    checkpoint = f"{ppo.train(ppo.Args(**flags, eval_episodes=0))['run_dir']}/checkpoint.pt"
+    flags = dict(total_timesteps=600, log_dir=log_dir)  # not whole batches: a note, after the checks
+    checkpoint = f"{ppo.main(ppo.RunArgs(**flags, eval_episodes=0))['run_dir']}/checkpoint.pt"
+    capsys.readouterr()
     message = "error: --resume goes on with the run's own flags; leave out --learning-rate$"
     with pytest.raises(SystemExit, match=message):
-        ppo.train(ppo.Args(**flags, eval_episodes=0, resume=checkpoint, learning_rate=1e-3))
-    # flags that change nothing the run computes are taken
-    assert len(ppo.train(ppo.Args(**flags, resume=checkpoint, eval_episodes=1))["eval_returns"]) == 1
+        ppo.main(ppo.RunArgs(**flags, eval_episodes=0, resume=checkpoint, learning_rate=1e-3))
+    assert capsys.readouterr().err == ""  # no note before the refusal
+    # flags that change nothing the run computes are taken, and a larger --total-timesteps
+    resumed = ppo.main(ppo.RunArgs(log_dir=log_dir, resume=checkpoint, total_timesteps=1024, eval_episodes=1))
+    assert resumed["global_step"] == 1024 and len(resumed["eval_returns"]) == 1
+
+
+def test_a_larger_total_extends_a_finished_run_whose_evaluations_are_logged_once(log_dir):
+    """A finished run resumed as it was is refused (it has nothing to train); with a larger
+    --total-timesteps it trains on. Each evaluation is logged at the step of the policy it
+    evaluated, so the two never share points in TensorBoard."""
+    import ppo_discrete as ppo
+
+    first = ppo.main(ppo.RunArgs(total_timesteps=1024, eval_episodes=2, log_dir=log_dir))
+    checkpoint = f"{first['run_dir']}/checkpoint.pt"
+    with pytest.raises(SystemExit, match="has trained its 1,024 steps; give a larger --total-timesteps$"):
+        ppo.main(ppo.RunArgs(resume=checkpoint))
+    second = ppo.main(ppo.RunArgs(resume=checkpoint, total_timesteps=2048))
+    assert second["global_step"] == 2048 and len(second["episodic_returns"]) > len(first["episodic_returns"])
+    events = EventAccumulator(first["run_dir"], size_guidance={"scalars": 0})
+    events.Reload()
+    assert [e.step for e in events.Scalars("eval/episodic_return")] == [1024, 1024, 2048, 2048]
+    assert [e.step for e in events.Scalars("losses/approx_kl")] == [512, 1024, 1536, 2048]
+
+
+def test_a_mujoco_run_resumes_normalising_with_its_restored_statistics(tmp_path, monkeypatch):
+    """Hopper's envs are not saved (EzPickle): the resumed run begins new episodes, and their
+    first observation is normalised with the statistics of the checkpoint, not new ones."""
+    import ppo_continuous as ppo
+
+    flags = dict(env_id="Hopper-v4", num_steps=256, num_minibatches=4, update_epochs=1, eval_episodes=0,
+                 log_dir=str(tmp_path))
+    first = ppo.main(ppo.RunArgs(**flags, total_timesteps=512))
+    counts, real_normalize = [], ppo.Agent.normalize_obs
+
+    def recording_normalize(self, obs, update=True):
+        counts.append(self.obs_rms.count)
+        return real_normalize(self, obs, update)
+
+    monkeypatch.setattr(ppo.Agent, "normalize_obs", recording_normalize)
+    ppo.main(ppo.RunArgs(resume=f"{first['run_dir']}/checkpoint.pt", total_timesteps=768))
+    assert counts[0] == first["agent"].obs_rms.count > 500  # the first observation: saved statistics
+
+
+gym.register("Unpicklable-v0", entry_point=lambda: gym.wrappers.TransformAction(
+    gym.make("CartPole-v1"), lambda a: a, gym.spaces.Discrete(2)), max_episode_steps=500)
+
+
+def test_an_env_that_does_not_pickle_still_gets_checkpoints_and_resumes_with_new_episodes(log_dir, capsys):
+    """An env with a lambda in a wrapper (as our own Discrete(start=k) hint makes): the checkpoint
+    holds everything else, no checkpoint.tmp is left, and the resumed run begins new episodes
+    with a one-line note."""
+    import ppo_discrete as ppo
+
+    first = ppo.main(ppo.RunArgs(env_id="Unpicklable-v0", total_timesteps=1024, eval_episodes=0, checkpoint_every=1,
+                                 log_dir=log_dir))
+    assert sorted(os.listdir(first["run_dir"]))[:1] == ["checkpoint.pt"] and "checkpoint.tmp" not in os.listdir(first["run_dir"])
+    saved = torch.load(f"{first['run_dir']}/checkpoint.pt", weights_only=False)["state"]
+    assert "envs" not in saved and "next_obs" not in saved and saved["global_step"] == 1024
+    capsys.readouterr()
+    resumed = ppo.main(ppo.RunArgs(resume=f"{first['run_dir']}/checkpoint.pt", total_timesteps=2048))
+    assert resumed["global_step"] == 2048
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith(("note", "warning"))]
+    assert notes == ["note: Unpicklable-v0 cannot be saved mid-episode, so the run goes on with new episodes, "
+                     "not exactly as if never stopped"]
+
+
+def test_wrong_files_are_refused_in_one_line_that_says_what_to_give(tmp_path):
+    import ppo_continuous
+
+    run = ppo_continuous.main(ppo_continuous.RunArgs(**SHORT_RUNS["ppo_continuous"], save_model=True,
+                                                     log_dir=str(tmp_path)))["run_dir"]
+    cases = [("ppo_continuous.py", "--resume", f"{run}/model.pt"),  # a KeyError at 73d22e8
+             ("ppo_continuous.py", "--eval-checkpoint", f"{run}/checkpoint.pt"),  # an UnpicklingError
+             ("ppo_discrete.py", "--resume", f"{run}/checkpoint.pt"),  # another script's classes
+             ("ppo_discrete.py", "--eval-checkpoint", f"{run}/model.pt"),
+             ("ppo_discrete.py", "--resume", f"{tmp_path}/no_such.pt")]
+    for script, flag, path in cases:
+        out = run_script(script, flag, path)
+        (line,) = out.stderr.strip().splitlines()
+        assert out.returncode == 1 and line.startswith(f"{script}: error: {path}"), (script, flag, out.stderr)
+        assert "No such file" in line if "no_such" in path else (
+            "--resume takes <run>/checkpoint.pt, --eval-checkpoint <run>/model.pt" in line)
+
+
+def test_a_command_line_run_resumes_from_code_of_ones_own(tmp_path):
+    """The checkpoint of a run started from the command line, resumed by a file of one's own that
+    imports the script (its classes were pickled under __main__ at 73d22e8: AttributeError)."""
+    out = run_script("ppo_discrete.py", "--total-timesteps=1024", "--eval-episodes=0", f"--log-dir={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    path = f"{run_folder(tmp_path)}checkpoint.pt"
+    (tmp_path / "mine.py").write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport ppo_discrete\n"
+                                      f"run = ppo_discrete.main(ppo_discrete.RunArgs(resume={path!r}, total_timesteps=2048))\n"
+                                      "print(run['global_step'])\n")
+    mine = subprocess.run([sys.executable, "mine.py"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert mine.returncode == 0, mine.stderr
+    assert mine.stdout.split()[-1] == "2048"
 
 
 def test_two_runs_with_the_same_name_keep_their_own_folders(script, log_dir, monkeypatch):
     clock = itertools.count(1_800_000_000, 1e-6)  # both runs start, and end, in the same second
     monkeypatch.setattr(time, "time", lambda: next(clock))
     flags = dict(SHORT_RUNS[script.__name__], save_model=True, log_dir=log_dir)
-    first, second = (script.train(script.Args(**flags, seed=1)) for _ in range(2))
+    first, second = (script.main(script.RunArgs(**flags, seed=1)) for _ in range(2))
     assert first["run_dir"] != second["run_dir"]
     for run in (first, second):
         assert len(glob.glob(f"{run['run_dir']}/events.out.tfevents.*")) == 1
@@ -122,7 +218,7 @@ def test_track_writes_an_offline_wandb_run_without_waiting_on_the_network(log_di
               for r in records if r.HasField("history") for item in r.history.item}
     assert {"charts/episodic_return", "losses/approx_kl", "eval/episodic_return"} <= logged
     # resumed (from the end of the run, here), it goes on in the same W&B run
-    assert run_script("ppo_discrete.py", f"--resume={folder}checkpoint.pt").returncode == 0
+    assert run_script("ppo_discrete.py", f"--resume={folder}checkpoint.pt", "--total-timesteps=1024").returncode == 0
     ids = {r.run.run_id for path in glob.glob(f"{folder}/wandb/offline-run-*/run-*.wandb")
            for r in wandb_records(path) if r.HasField("run")}
     assert len(glob.glob(f"{folder}/wandb/offline-run-*")) == 2 and ids == {name}
@@ -135,14 +231,14 @@ def test_track_without_wandb_is_refused_in_one_line(monkeypatch, capsys):
     monkeypatch.setattr(ppo_discrete.importlib.util, "find_spec",
                         lambda name: None if name == "wandb" else real_find_spec(name))
     with pytest.raises(SystemExit, match=r"--track needs wandb: pip install wandb$"):
-        ppo_discrete.check_args(ppo_discrete.Args(track=True))
+        ppo_discrete.check_args(ppo_discrete.RunArgs(track=True))
 
 
 def test_load_agent_gives_the_saved_policy_to_code_of_your_own(tmp_path):
     lines, expected = [f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport torch"], []
     for name in SCRIPTS:
         module = __import__(name)
-        result = module.train(module.Args(**SHORT_RUNS[name], save_model=True, log_dir=str(tmp_path)))
+        result = module.main(module.RunArgs(**SHORT_RUNS[name], save_model=True, log_dir=str(tmp_path)))
         obs = torch.linspace(-1, 1, result["agent"].actor[0].in_features)[None]  # (1, obs_dim)
         expected.append(result["agent"].actor(obs).tolist())
         lines += [f"from {name} import load_agent",

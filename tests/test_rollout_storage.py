@@ -12,7 +12,7 @@ def tick_run(module, log_dir, **overrides):
     """One 12-step iteration of 2 Tick envs (time limit 5), the env of the script's action kind."""
     env_id = "TickContinuous-v0" if module.__name__ == "ppo_continuous" else "TickDiscrete-v0"
     extra = {} if module.__name__ in ("vpg", "trpo") else {"num_minibatches": 2}
-    module.train(short_args(module, log_dir, env_id=env_id, num_envs=2, num_steps=12, total_timesteps=24,
+    module.main(short_args(module, log_dir, env_id=env_id, num_envs=2, num_steps=12, total_timesteps=24,
                             **extra, **overrides))
 
 
