@@ -295,9 +295,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     # below in the same order. State you add to the loop (a target network, a schedule's
     # counter) goes here and in that line, or a resumed run goes on without it.
     def state() -> dict:
-        return {"agent": agent, "optimizer": optimizer, "envs": envs, "next_obs": next_obs_np,
-                "global_step": global_step, "episodic_returns": episodic_returns,
-                "rng": torch.get_rng_state()}
+        return {"agent": agent, "optimizer": optimizer,
+                "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
+                "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
     if hook:
         (agent, optimizer, envs, next_obs_np, global_step, episodic_returns,

@@ -346,8 +346,9 @@ def render(name: str) -> str:
     highlighted = highlight(source, PythonLexer(), HtmlFormatter(nowrap=True)).split("\n")
     tree = ast.parse(source)
     definitions = {node.lineno: node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
-    args = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Args")
-    args_start = min([args.lineno] + [d.lineno for d in args.decorator_list])
+    # Args, and the tooling's RunArgs after the banner: their flags are listed in the notes.
+    flag_classes = [(min([n.lineno] + [d.lineno for d in n.decorator_list]), n.end_lineno) for n in tree.body
+                    if isinstance(n, ast.ClassDef) and n.name in ("Args", "RunArgs")]
     top_level = {node.lineno: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
 
     tooling = next((n for n, line in enumerate(lines, 1) if (m := BANNER.match(line)) and m[1].startswith("tooling")),
@@ -378,7 +379,7 @@ def render(name: str) -> str:
         # with them) comes before their notes, one below them after
         above = "".join(definition_docstring(d, len(documented) > 1) for d in documented if d.lineno < notes_start)
         below = "".join(definition_docstring(d, len(documented) > 1) for d in documented if d.lineno > notes_start)
-        flags, field_docs = (flags_html(lines, code) if code and args_start <= code[0] <= args.end_lineno
+        flags, field_docs = (flags_html(lines, code) if code and any(first <= code[0] <= last for first, last in flag_classes)
                              else ("", set()))
         code_html = "\n".join(code_row(n, highlighted, docs) for n in code
                               if n not in field_docs and (n not in docs or n == docs[n].body[0].lineno))
