@@ -351,11 +351,11 @@ class RunArgs(Args):  # Args and the tooling's flags: --help lists both
     log_dir: str = "runs"
     """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
     save_model: bool = False
-    """save the policy to <run>/model.pt at the end of training, or when stopped early"""
+    """save the policy to <run>/model.pt with each checkpoint and at the end of training"""
     checkpoint_every: int = 20
     """write <run>/checkpoint.pt every N updates and at the end of training (0: never)"""
     resume: str | None = None
-    """go on with the run of this checkpoint.pt, in its folder, with the flags saved in it"""
+    """go on with the run of this checkpoint.pt, with its flags (a larger --total-timesteps too)"""
     eval_episodes: int = 10
     """deterministic episodes after training (0: none), each cut at 10,000 steps at most"""
     eval_seed: int | None = None
