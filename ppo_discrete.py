@@ -285,15 +285,16 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     logprobs_np, values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
         np.zeros(shape, dtype=np.float32) for _ in range(6))
 
-    writer = writer or SummaryWriter()  # runs/<date>_<host>, unless the tooling gives a folder
+    writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
     global_step, episodic_returns, next_obs_np = 0, [], None  # episodic: (step, return) pairs
 
-    # Everything the loop needs to go on from the end of an update, by name. The tooling's
-    # checkpoint saves this dict; its --resume hands a saved one back at the start, unpacked
-    # below in the same order. State you add to the loop (a target network, a schedule's
-    # counter) goes here and in that line, or a resumed run goes on without it.
+    # Everything the loop needs to go on from the end of an update, by name (torch's random state
+    # is the CPU's). The tooling's checkpoint saves this dict; its --resume hands a saved one back
+    # at the start, unpacked below in the same order. State you add to the loop (a target
+    # network, a schedule's counter) goes here and in that line, or a resumed run goes on without
+    # it.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
@@ -303,7 +304,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         (agent, optimizer, envs, next_obs_np, global_step, episodic_returns,
          rng) = hook(state()).values()
         torch.set_rng_state(rng)
-    if next_obs_np is None:  # a new run, or one resumed with new episodes
+    if next_obs_np is None:  # a new run, or one resumed without its envs: new episodes
         next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
     start_time, start_step, last_print = time.time(), global_step, 0
@@ -423,7 +424,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         if hook:  # the tooling: guard rails, checkpoints
             hook(state(), losses)
     envs.close()
-    writer.flush()  # on disk; left open for whoever passed it (the tooling logs its evaluation)
+    writer.flush()  # on disk; left open (the tooling logs its evaluation to it after)
     return state()
 
 
@@ -446,7 +447,7 @@ class RunArgs(Args):  # Args and the tooling's flags: --help lists both
     checkpoint_every: int = 20
     """write <run>/checkpoint.pt every N updates and at the end of training (0: never)"""
     resume: str | None = None
-    """go on with the run of this checkpoint.pt, with its flags (a larger --total-timesteps too)"""
+    """go on with the run of this checkpoint.pt, its flags; a larger --total-timesteps extends it"""
     eval_episodes: int = 10
     """deterministic episodes after training (0: none), each cut at 10,000 steps at most"""
     eval_seed: int | None = None
@@ -503,7 +504,8 @@ def check_args(args):
         env = make_env(args.env_id)
     except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why
         fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
-    warnings.filterwarnings("ignore", category=DeprecationWarning)  # said once, by the line above
+    # From here on, DeprecationWarnings are ignored: Gymnasium's for an old env was said above.
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
     space = env.observation_space
     if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
         fail(f"{args.env_id} has observations {space}; the script takes vectors: " + (
@@ -521,7 +523,7 @@ def check_args(args):
         print(f"warning: {args.env_id} has no time limit, so an episode may never end and give "
               "no return; in make_env, give it one: gym.make(env_id, max_episode_steps=1000)",
               file=sys.stderr)
-    if args.total_timesteps % batch_size:
+    if args.total_timesteps % batch_size and not args.eval_checkpoint:
         print(f"note: trains {args.total_timesteps // batch_size * batch_size:,} steps, the whole "
               f"batches of {batch_size} in --total-timesteps", file=sys.stderr)
 
@@ -532,6 +534,8 @@ class EnvGuard(gym.vector.VectorWrapper):
 
     def step(self, actions):
         out = obs, rewards, _, _, infos = self.env.step(actions)
+        if math.isfinite(obs.sum() + rewards.sum()) and "final_obs" not in infos:
+            return out  # the usual case, one cheap test: a sum is finite only if all its terms are
         for culprit, values in ("observation", [obs, *infos.get("final_obs", [])]), (
                 "reward", [rewards]):
             if not all(v is None or np.isfinite(v).all() for v in values):
@@ -541,16 +545,17 @@ class EnvGuard(gym.vector.VectorWrapper):
 
 
 def load(path, resume):
-    """The checkpoint.pt (`resume`) or model.pt of a run of this script, or a one-line refusal
-    that says which file to give. A checkpoint holds pickled objects, and unpickling runs code:
-    resume only runs of your own; model.pt holds tensors, numbers and strings, safe to load."""
+    """The checkpoint.pt (`resume`) or model.pt of a run of this script, on the CPU, or a
+    one-line refusal: the system's reason, or which file to give. A checkpoint holds pickled
+    objects, and unpickling runs code: resume only runs of your own; model.pt holds tensors,
+    numbers and strings, safe to load."""
     try:
-        saved = torch.load(path, weights_only=not resume)
+        saved = torch.load(path, weights_only=not resume, map_location=None if resume else "cpu")
         if saved["script"] == SCRIPT and ("state" in saved) == resume:
             return saved
     except OSError as error:
         fail(f"{path}: {error.strerror}")
-    except Exception:  # not a file of torch.save, or one that holds another script's classes
+    except Exception:  # not torch.save's, a pickle weights_only refuses, another script's classes
         pass
     fail(f"{path} is no {'checkpoint' if resume else 'model'}.pt of {SCRIPT}.py: --resume takes "
          "<run>/checkpoint.pt, --eval-checkpoint <run>/model.pt (--save-model), each from a run "
@@ -595,22 +600,25 @@ def load_agent(path, args=None):
 
 def main(args: RunArgs | None = None) -> dict:
     """Train, with the tooling around `train`; go on with the run of a --resume checkpoint; or
-    evaluate the policy of an --eval-checkpoint model.pt. Flags left at their defaults take the
-    values saved in the file; with --resume, a flag of `Args` that differs from the run's is
-    refused, but for --total-timesteps: a larger one extends the run. `args`: from code of
-    one's own (its fields that differ from the defaults count as given), or else the command
-    line. Returns `train`'s state with the run's folder (run_dir) and eval_returns."""
-    args = args or tyro.cli(RunArgs)
-    path = args.resume or args.eval_checkpoint
-    saved = path and load(path, resume=bool(args.resume))
-    if saved:  # a flag left at its default takes the file's
-        old = saved["args"]
-        args = RunArgs(**{k: old[k] if v == getattr(RunArgs, k) else v
-                          for k, v in asdict(args).items()})
+    evaluate the policy of an --eval-checkpoint model.pt. Flags not given take the values saved
+    in the file; with --resume, a flag of `Args` that differs from the run's is refused, but for
+    --total-timesteps: a larger one extends the run. `args`: from code of one's own (where the
+    fields that differ from their defaults count as given), or else the command line. Returns
+    `train`'s state with the run's folder (run_dir) and eval_returns; with --eval-checkpoint,
+    only eval_returns."""
+    given = args or tyro.cli(RunArgs)
+    path = given.resume or given.eval_checkpoint
+    saved = path and load(path, resume=bool(given.resume))
+    if saved:  # the file's flags, but for those given (not its own --resume or --eval-checkpoint)
+        old = dict(saved["args"], resume=None, eval_checkpoint=None)
+        args = (RunArgs(**{k: old[k] if v == getattr(RunArgs, k) else v
+                           for k, v in asdict(args).items()})
+                if args else tyro.cli(RunArgs, default=RunArgs(**old)))
         changed = [f.name for f in fields(Args) if getattr(args, f.name) != old[f.name]]
         if args.resume and changed not in ([], ["total_timesteps"]):
             fail(f"--resume goes on with the run's own flags; leave out --{changed[0]}".replace(
                 "_", "-"))
+    args = args or given
     check_args(args)
     if args.eval_checkpoint:
         try:
@@ -684,16 +692,18 @@ def main(args: RunArgs | None = None) -> dict:
         args.checkpoint_every = 0  # said once: the run goes on without checkpoints
         print(f"warning: no checkpoint: {failure}", file=sys.stderr)
 
-    # A guard rail or a Ctrl-C stops the run at once: its files and logs are those of its last
-    # checkpoint (whose weights are finite). After training, they are saved, and the policy is
-    # evaluated.
+    # A guard rail or a Ctrl-C stops the run at once: its checkpoint.pt and model.pt are those of
+    # its last checkpoint, if any (whose weights are finite); its logs reach at least that far, and
+    # a --resume drops what was logged after it. After training, both files are written, and the
+    # policy is evaluated.
     try:
         state = train(args, writer, hook)
     except FloatingPointError as error:
         fail(f"{args.env_id}: {error} (the last checkpoint keeps the weights before it, if any)")
     except KeyboardInterrupt:
-        go_on = os.path.exists(f"{folder}/checkpoint.pt") and f"; --resume {folder}/checkpoint.pt"
-        print(f"interrupted{go_on or ''} goes on from the last checkpoint", file=sys.stderr)
+        go_on = (f"; to go on from the last checkpoint: --resume {folder}/checkpoint.pt"
+                 if os.path.exists(f"{folder}/checkpoint.pt") else " (no checkpoint written)")
+        print(f"interrupted{go_on}", file=sys.stderr)
         raise SystemExit(130) from None  # the shell's code for "stopped by Ctrl-C"
     if saved and not updates:
         fail(f"--resume: the run has trained its {state['global_step']:,} steps; give a larger "
@@ -713,5 +723,5 @@ if __name__ == "__main__":
     # file's classes by the file's name, and code of one's own that imports the script loads it.
     try:
         importlib.import_module(SCRIPT).main()
-    except KeyboardInterrupt:  # a Ctrl-C before training or during the evaluation
+    except KeyboardInterrupt:  # a Ctrl-C outside `train`: before it, or after (saving, evaluating)
         raise SystemExit(130) from None

@@ -327,3 +327,33 @@ def test_a_deprecated_env_warns_once_a_run(tmp_path):
                          env={k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"})
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("is out of date") == 1, out.stderr
+
+
+class UnboundedPointEnv(gym.Env):
+    """Point-like env whose Box actions have no bounds (a force of any size)."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    action_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x = self.np_random.normal(size=2).astype(np.float32)
+        return self.x, {}
+
+    def step(self, action):
+        self.x = np.clip(self.x + 0.1 * np.tanh(action), -5, 5).astype(np.float32)
+        return self.x, -float(np.linalg.norm(self.x)), False, False, {}
+
+
+gym.register("UnboundedPoint-v0", entry_point=UnboundedPointEnv, max_episode_steps=20)
+
+
+@pytest.mark.parametrize("name", ["ppo_continuous", "vpg", "trpo", "reinforce"])
+def test_unbounded_box_actions_train_and_evaluate_as_readme_says(name, log_dir):
+    """README says the Box scripts take a Box, bounded or not: the sample and the evaluation's
+    mean reach the env as they are where the bounds are infinite."""
+    module = __import__(name)
+    sizes = dict(num_steps=64, num_minibatches=2) if name == "ppo_continuous" else {}
+    result = module.main(short_args(module, log_dir, env_id="UnboundedPoint-v0", total_timesteps=1024,
+                                    eval_episodes=1, **sizes))
+    assert result["episodic_returns"] and len(result["eval_returns"]) == 1
