@@ -258,3 +258,21 @@ def test_a_mujoco_video_is_recorded_without_a_display(tmp_path, monkeypatch):
                      "--eval-episodes=1", "--capture-video", f"--log-dir={tmp_path}")
     assert out.returncode == 0, out.stderr
     assert glob.glob(f"{tmp_path}/*/videos/*.mp4")
+
+
+def test_a_flag_given_with_its_default_value_counts_as_given_and_resume_is_not_inherited(log_dir):
+    """On the command line, --eval-episodes 10 (its default) over a run saved with 0 plays 10
+    episodes; the model.pt of a resumed run evaluates under another --env-id instead of being
+    taken for a resume (its saved --resume is not inherited)."""
+    import ppo_discrete as ppo
+    from conftest import evaluate_checkpoint
+
+    first = ppo.main(ppo.RunArgs(total_timesteps=512, eval_episodes=0, save_model=True, log_dir=log_dir))
+    resumed = ppo.main(ppo.RunArgs(resume=f"{first['run_dir']}/checkpoint.pt", total_timesteps=1024))
+    assert resumed["eval_returns"] == []  # the run's own --eval-episodes 0
+    model = f"{first['run_dir']}/model.pt"
+    assert torch.load(model, weights_only=True)["args"]["resume"]  # saved by the resumed run
+    assert len(evaluate_checkpoint(ppo, model, "--eval-episodes", "10")) == 10
+    if "CartPoleOf7-v0" not in gym.registry:  # CartPole-v1's spaces, another id
+        gym.register("CartPoleOf7-v0", entry_point=gym.spec("CartPole-v1").entry_point, max_episode_steps=7)
+    assert len(evaluate_checkpoint(ppo, model, "--eval-episodes", "2", "--env-id", "CartPoleOf7-v0")) == 2
