@@ -375,16 +375,13 @@ class RunArgs(Args):  # Args and the tooling's flags: --help lists both
 
 
 def fail(message):
-    """Stop with a one-line error (the message's lines joined) and exit code 1."""
-    raise SystemExit(f"{SCRIPT}.py: error: {' '.join(str(message).split())}")
+    """Stop with a one-line error and exit code 1."""
+    raise SystemExit(f"{SCRIPT}.py: error: {message}")
 
 
 def check_args(args):
     """Refuse a bad setup in one line that names the failed check, before anything is built;
     warn of what may go wrong."""
-    # Before 1.4, the vector RecordEpisodeStatistics miscounts episodes under SAME_STEP autoreset.
-    if tuple(map(int, gym.__version__.split(".")[:2])) < (1, 4):
-        fail(f"needs gymnasium 1.4 or newer, found {gym.__version__}: pip install -U gymnasium")
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     for flag, module in (("capture_video", "moviepy"), ("track", "wandb")):
@@ -395,11 +392,10 @@ def check_args(args):
     may_be_0 = "seed gamma gae_lambda ent_coef vf_coef checkpoint_every eval_episodes eval_seed"
     for name, value in asdict(args).items():  # type, not isinstance: a bool is no number here
         bound = ">= 0" if name in may_be_0.split() else "positive"
-        flag = "--" + name.replace("_", "-")
         if type(value) in (int, float) and (value < 0 or value == 0 and bound == "positive"):
-            fail(f"{flag} must be {bound}")
+            fail(f"--{name.replace('_', '-')} must be {bound}")
         if name in ("gamma", "gae_lambda") and value > 1:
-            fail(f"{flag} must lie in [0, 1]")
+            fail(f"--{name.replace('_', '-')} must lie in [0, 1]")
     if args.batch_size > args.total_timesteps:
         fail(f"--total-timesteps {args.total_timesteps} is less than one batch of --batch-size "
              f"{args.batch_size} steps")
@@ -433,8 +429,6 @@ class EnvGuard(gym.vector.VectorWrapper):
 
     def step(self, actions):
         out = obs, rewards, _, _, infos = self.env.step(actions)
-        if math.isfinite(obs.sum() + rewards.sum()) and "final_obs" not in infos:
-            return out  # the usual case, one cheap test: a sum is finite only if all its terms are
         for culprit, values in ("observation", [obs, *infos.get("final_obs", [])]), (
                 "reward", [rewards]):
             if not all(v is None or np.isfinite(v).all() for v in values):
@@ -507,19 +501,17 @@ def main(args: RunArgs | None = None) -> dict:
     fields that differ from their defaults count as given), or else the command line. Returns
     `train`'s state with the run's folder (run_dir) and eval_returns; with --eval-checkpoint,
     only eval_returns."""
-    given = args or tyro.cli(RunArgs)
-    path = given.resume or given.eval_checkpoint
-    saved = path and load(path, resume=bool(given.resume))
+    cli, args = args is None, args or tyro.cli(RunArgs)
+    path = args.resume or args.eval_checkpoint
+    saved = path and load(path, resume=bool(args.resume))
     if saved:  # the file's flags, but for those given (not its own --resume or --eval-checkpoint)
         old = dict(saved["args"], resume=None, eval_checkpoint=None)
-        args = (RunArgs(**{k: old[k] if v == getattr(RunArgs, k) else v
-                           for k, v in asdict(args).items()})
-                if args else tyro.cli(RunArgs, default=RunArgs(**old)))
+        args = (tyro.cli(RunArgs, default=RunArgs(**old)) if cli else RunArgs(
+            **{k: old[k] if v == getattr(RunArgs, k) else v for k, v in asdict(args).items()}))
         changed = [f.name for f in fields(Args) if getattr(args, f.name) != old[f.name]]
         if args.resume and changed not in ([], ["total_timesteps"]):
             fail(f"--resume goes on with the run's own flags; leave out --{changed[0]}".replace(
                 "_", "-"))
-    args = args or given
     check_args(args)
     if args.eval_checkpoint:
         try:
@@ -582,7 +574,7 @@ def main(args: RunArgs | None = None) -> dict:
         envs = state["envs"].env  # without the EnvGuard
         without_envs = {k: v for k, v in state.items() if k not in ("envs", "next_obs")}
         exact = not isinstance(envs.unwrapped.envs[0].unwrapped, gym.utils.EzPickle)
-        for kept in [dict(state, envs=envs), without_envs] if exact else [without_envs]:
+        for kept in [dict(state, envs=envs)] * exact + [without_envs]:
             try:  # without the envs where they do not pickle
                 torch.save({"script": SCRIPT, "args": asdict(args), "state": kept},
                            f"{folder}/checkpoint.tmp")
@@ -602,9 +594,8 @@ def main(args: RunArgs | None = None) -> dict:
     except FloatingPointError as error:
         fail(f"{args.env_id}: {error} (the last checkpoint keeps the weights before it, if any)")
     except KeyboardInterrupt:
-        go_on = (f"; to go on from the last checkpoint: --resume {folder}/checkpoint.pt"
-                 if os.path.exists(f"{folder}/checkpoint.pt") else " (no checkpoint written)")
-        print(f"interrupted{go_on}", file=sys.stderr)
+        print(f"interrupted; where the run has a checkpoint, --resume {folder}/checkpoint.pt goes "
+              "on from it", file=sys.stderr)
         raise SystemExit(130) from None  # the shell's code for "stopped by Ctrl-C"
     if saved and not updates:
         fail(f"--resume: the run has trained its {state['global_step']:,} steps; give a larger "

@@ -248,15 +248,6 @@ def test_cuda_without_a_gpu_is_an_error(script, monkeypatch):
         script.check_args(script.RunArgs(cuda=True))
 
 
-@pytest.mark.parametrize("version", ["1.0.0", "1.3.0"])
-def test_a_gymnasium_older_than_1_4_is_refused_in_one_line(script, monkeypatch, version):
-    """1.1 to 1.3 have the SAME_STEP autoreset but miscount episodes in the vector
-    RecordEpisodeStatistics (every episode after an env's first is one step short)."""
-    monkeypatch.setattr(gym, "__version__", version)
-    with pytest.raises(SystemExit, match=rf"needs gymnasium 1\.4 or newer, found {version}"):
-        script.check_args(script.RunArgs())
-
-
 @pytest.mark.parametrize("version", ["1.4.0", "1.10.0", "2.0.0rc1"])
 def test_gymnasium_1_4_and_newer_are_accepted(script, monkeypatch, version):
     monkeypatch.setattr(gym, "__version__", version)

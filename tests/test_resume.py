@@ -264,8 +264,9 @@ def test_a_flag_given_with_its_default_value_counts_as_given_and_resume_is_not_i
     """On the command line, --eval-episodes 10 (its default) over a run saved with 0 plays 10
     episodes; the model.pt of a resumed run evaluates under another --env-id instead of being
     taken for a resume (its saved --resume is not inherited)."""
-    import ppo_discrete as ppo
     from conftest import evaluate_checkpoint
+
+    import ppo_discrete as ppo
 
     first = ppo.main(ppo.RunArgs(total_timesteps=512, eval_episodes=0, save_model=True, log_dir=log_dir))
     resumed = ppo.main(ppo.RunArgs(resume=f"{first['run_dir']}/checkpoint.pt", total_timesteps=1024))
