@@ -176,8 +176,9 @@ class Agent(nn.Module):
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         # log σ = 0, σ = 1 at the start, as in CleanRL and PPO's reference code (vpg.py: Spinning
-        # Up's σ ≈ 0.61). About a third of the first actions then fall outside [−1, 1], the bounds
-        # of most MuJoCo envs (Humanoid's are ±0.4), and reach the env clipped.
+        # Up's σ ≈ 0.61). About a third of the first action components then fall outside [−1, 1],
+        # the bounds of most MuJoCo envs (Humanoid's are ±0.4), and reach the env clipped; for a
+        # whole 6-dimensional action (HalfCheetah's), some component does 90% of the time.
         self.actor_logstd = nn.Parameter(torch.zeros(1, act_dim))
         # Both networks read normalised observations, so the running statistics are part of the
         # policy: kept in the state_dict (`get_extra_state`), they are saved and loaded with the
@@ -320,8 +321,11 @@ class RewardScaler:
         """(N,) -> (N,). Divide each reward by the std of R_t, a running discounted sum of past
         rewards, as the reference code's VecNormalize does (not by the std of the rewards
         themselves): R_t is on the scale of a discounted return, so the value targets lose the
-        env's reward scale. The mean is not subtracted, so the sign of r is kept; the targets are
-        of order 1, often several times 1."""
+        env's reward scale. The mean is not subtracted, so the sign of r is kept. The value
+        targets are then roughly the discounted returns divided by the std of R_t, a std that
+        includes R_t's climb from 0 at each episode's start: their spread is at most of order 1,
+        and where the rewards keep one sign their size is a few times 1, whatever the env's own
+        reward scale."""
         # math: R_t = \gamma R_{t-1} + r_t
         # math: \tilde r_t = \mathrm{clip}\big(r_t / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)
         self.discounted_return = self.gamma * self.discounted_return + reward
@@ -467,9 +471,11 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 # is a baseline (it leaves the expected gradient alone: E_{a~π_old}[∇r] =
                 # ∇ Σ_a π_θ(a|s) = 0). In the clipped loss it does more: shifting Â changes which
                 # samples are clipped, so after the first minibatch it changes the expected
-                # update too. Dividing by the std scales the policy term alone: it shares one loss
-                # and one gradient-norm clip with the value and entropy terms, so this changes
-                # their relative weights and what the clip cuts.
+                # update too. Dividing by the std scales the policy term alone. The actor and the
+                # critic are separate networks, so the value term's gradient itself does not
+                # change; what changes is the policy term's weight against the entropy bonus (both
+                # on the actor; with --ent-coef > 0, 0 by default) and the total norm the shared
+                # clip sees: when it clips, its one factor rescales the critic's gradient too.
                 if args.norm_adv:
                     mb_advantages = ((mb_advantages - mb_advantages.mean())
                                      / (mb_advantages.std() + 1e-8))

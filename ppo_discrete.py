@@ -380,9 +380,11 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 # is a baseline (it leaves the expected gradient alone: E_{a~π_old}[∇r] =
                 # ∇ Σ_a π_θ(a|s) = 0). In the clipped loss it does more: shifting Â changes which
                 # samples are clipped, so after the first minibatch it changes the expected
-                # update too. Dividing by the std scales the policy term alone: it shares one loss
-                # and one gradient-norm clip with the value and entropy terms, so this changes
-                # their relative weights and what the clip cuts.
+                # update too. Dividing by the std scales the policy term alone. The actor and the
+                # critic are separate networks, so the value term's gradient itself does not
+                # change; what changes is the policy term's weight against the entropy bonus (both
+                # on the actor) and the total norm the shared clip sees: when it clips, its one
+                # factor rescales the critic's gradient too.
                 if args.norm_adv:
                     mb_advantages = ((mb_advantages - mb_advantages.mean())
                                      / (mb_advantages.std() + 1e-8))

@@ -15,12 +15,15 @@ Gymnasium environments with `Discrete` actions (CartPole-v1, LunarLander-v3) or 
     tensorboard --logdir runs
 
 What changes from vpg.py, one idea: a bounded step, and only the policy's update. vpg.py takes
-one Adam step along the gradient g, and nothing says how far that step moves the policy. TRPO
+one Adam step, α·m̂/(√v̂ + ε), with m̂ and v̂ running averages of this and earlier batches'
+gradients and of their squares: a momentum average of g, rescaled coordinate by coordinate, so
+not along g itself; and nothing says how far that step moves the policy. TRPO
 bounds the move: it maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a mean
 KL[π_θ_old ‖ π_θ] ≤ δ. With L linearised and the KL taken to second order around θ_old, the
 solution is a step along the natural gradient H⁻¹g, with H the Hessian of the mean KL (the
-Fisher information): conjugate gradient finds x ≈ H⁻¹g from products H·v alone
-(`fisher_vector_product`, `conjugate_gradient`; both use H + cI, damped by c = --cg-damping),
+Fisher information): conjugate gradient finds x ≈ (H + cI)⁻¹g from products (H + cI)·v alone
+(`fisher_vector_product`, `conjugate_gradient`; the damping c = --cg-damping, 0.1, tilts x
+toward g, a deliberate change, not a rounding error),
 the step is scaled to the edge of the trust region, √(2δ / xᵀ(H + cI)x)·x, and a line search
 shrinks it until the measured KL is within δ and the surrogate improves (`line_search`);
 `trpo_step` puts them together. The policy has no optimiser and no step size α
@@ -146,8 +149,10 @@ class Agent(nn.Module):
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
             # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up's VPG. With σ ≈ 0.61 about a
-            # tenth of the first actions fall outside [−1, 1], the bounds of most MuJoCo envs
-            # (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third).
+            # tenth of the first action components fall outside [−1, 1], the bounds of most MuJoCo
+            # envs (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third); for a
+            # whole 6-dimensional action (HalfCheetah's), some component does 47% of the time
+            # (with σ = 1, 90%).
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -256,7 +261,10 @@ def fisher_vector_product(kl, params, damping):
     θ = `params` (n weights in all), never formed.
 
     ∇_θ KL is taken with create_graph=True so that it can be differentiated again: the gradient
-    of the scalar ∇KL·v is H·v (double backprop, Schulman et al. 2015, appendix C). For the mean
+    of the scalar ∇KL·v is H·v. This double backprop is how OpenAI Baselines' and Spinning Up's
+    TRPO compute the product, each about the cost of one more backward pass; Schulman et al.
+    (2015, appendix C) compute it analytically instead, through the Jacobian of the
+    distribution's parameters. For the mean
     KL at θ_old this Hessian is the Fisher information matrix of π_θ, averaged over the states.
     The damping c keeps H + cI well conditioned for conjugate gradient: H, estimated from one
     batch, can be near singular.
@@ -311,7 +319,8 @@ def trpo_step(agent, params, obs, actions, advantages, args):
 
     Maximise L(θ) subject to mean KL[π_θ_old ‖ π_θ] ≤ δ (Schulman et al. 2015, eq. 14), with L
     to first order and the KL to second order around θ_old: the solution is the natural
-    gradient H⁻¹g scaled to the edge of the region, which the line search then checks.
+    gradient H⁻¹g scaled to the edge of the region (computed damped here, (H + cI)⁻¹g), which
+    the line search then checks.
     """
     _, logprob, entropy, _ = agent.get_action_and_value(obs, actions)
     old_logprob = logprob.detach()
@@ -319,7 +328,7 @@ def trpo_step(agent, params, obs, actions, advantages, args):
     objective = surrogate(logprob, old_logprob, advantages)  # L(θ_old)
     g = flat_grad(objective, params)  # (n,): vpg.py's policy gradient
     fvp = fisher_vector_product(mean_kl(agent, obs, old), params, args.cg_damping)  # v ↦ (H+cI)v
-    # x ≈ H⁻¹g, the natural gradient: 10 iterations, as in Schulman et al. (2015)
+    # x ≈ (H + cI)⁻¹g, the damped natural gradient: 10 iterations, as in Schulman et al. (2015)
     x = conjugate_gradient(fvp, g, 10)
     # The longest step along x that the quadratic model of the KL keeps inside the region, with
     # the damped (H + cI) of `fvp` standing in for H; x = 0 (a zero gradient) gives a zero step:
@@ -334,8 +343,9 @@ def trpo_step(agent, params, obs, actions, advantages, args):
     # At most 10 tries, the full step shrunk by 0.8^k for k = 0..9, as in SB3-contrib's TRPO
     # and Spinning Up's.
     backtracks = line_search(params, full_step, acceptable, 0.8, 10)
-    # The mean KL that the update reached, measured exactly; the other scripts estimate it from
-    # the samples (approx_kl): here that key gets the exact value, so that the logs compare.
+    # The mean KL that the update reached, exact over the actions (the closed form) and a mean
+    # over the batch's states; the other scripts estimate it from the sampled actions
+    # (approx_kl): here that key gets this value, so that the logs compare.
     kl = mean_kl(agent, obs, old).item()
     return {"kl": kl, "approx_kl": kl, "backtracks": backtracks, "entropy": entropy.mean().item(),
             "step_accepted": float(backtracks < 10)}  # 0: every try rejected, θ stayed θ_old

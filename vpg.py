@@ -16,8 +16,9 @@ actions (Pendulum-v1, HalfCheetah-v4).
 What changes from reinforce.py, one idea: a learned baseline. REINFORCE weights each
 log-probability by the return G_t, whose variance grows with the episode. VPG weights it by the
 advantage Â_t (GAE-λ): the return measured against V_φ(s), a critic that learns to predict it.
-At λ = 1 that is G_t − V(s_t), which has the same expected gradient (E[∇ log π] = 0) and, as V
-learns, a lower variance; λ < 1 trades a little bias for less. Â is always normalised over the batch
+At λ = 1, for an episode that terminates inside the batch, that is G_t − V(s_t), which has the same
+expected gradient (E[∇ log π] = 0) and, as V learns, a lower variance; λ < 1 trades a little bias
+for less. Â is always normalised over the batch
 (reinforce.py's `--norm-returns` is gone). One change follows from it, for its own reason: V
 estimates the rewards after a cut, so a batch need not hold whole episodes. It is a fixed T steps
 per env that may end mid-episode, and a time-limit truncation is bootstrapped with V(final
@@ -141,8 +142,10 @@ class Agent(nn.Module):
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
             # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up's VPG. With σ ≈ 0.61 about a
-            # tenth of the first actions fall outside [−1, 1], the bounds of most MuJoCo envs
-            # (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third).
+            # tenth of the first action components fall outside [−1, 1], the bounds of most MuJoCo
+            # envs (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third); for a
+            # whole 6-dimensional action (HalfCheetah's), some component does 47% of the time
+            # (with σ = 1, 90%).
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -212,10 +215,12 @@ def vpg_loss(logprob, advantages):
     shape (B,).
 
     Its gradient is minus the policy-gradient estimate with Ψ_t = Â_t (Schulman et al. 2016,
-    eq. 1), averaged over the B steps of the batch. reinforce.py's ĝ averages over episodes; a
-    batch here is T steps per env, cut mid-episode, so the average is over steps, which only
-    rescales it. Its value is no measure of how well the policy performs: judge a run by its
-    returns.
+    eq. 1), averaged over the B steps of the batch. reinforce.py's loss is a mean over steps
+    too: relative to its ĝ, a mean over episodes, that is a factor |D|/B, one over the mean
+    episode length, which drifts as episodes lengthen. Here a batch is N segments of a fixed T
+    steps, cut mid-episode, and no per-episode mean exists: the mean over B = N·T steps is a
+    fixed factor, to which Adam is blind. Its value is no measure of how well the policy
+    performs: judge a run by its returns.
     """
     # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t
     # math: -\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,\hat A_t

@@ -575,8 +575,11 @@ def index() -> str:
         items.append(f'<li><a href="{name}.html"><code>{name}.py</code></a>: {html.escape(text)}</li>')
     nl = "\n"
     return page("pgref: annotated scripts", f"""<header><h1>pgref: the scripts, annotated</h1></header>
-<div class="index"><p>Each page shows one script, unchanged, cut into sections: on the left the comments and the
-equations (typeset), on the right the code they explain, with the file's line numbers. Read them
+<div class="index"><p>Each page shows one script, cut into sections. On the left are its whole-line comments (the
+<code># math:</code> lines typeset as equations) and its functions' and classes' docstrings, moved out of the
+code; on the right the code they explain, with the file's line numbers and its end-of-line comments (a moved
+docstring leaves one line saying where it went). The module docstring opens the page, the flags' docstrings
+become their table, and the imports and the tooling are folded. Read them
 in this order; between two scripts, a step page shows what changes from one to the next.</p>
 <ul>
 {nl.join(items)}

@@ -113,6 +113,12 @@ def loss_gradient(loss_fn, weights):
     return logprob.grad
 
 
+def surrogate_sign(m):
+    advantages = torch.tensor([1.0, 2.0, -0.5])  # at r = 1 no clip acts: the mean, 5/6
+    value = m.surrogate(torch.ones(3), advantages, 0.2)
+    assert torch.isclose(value, advantages.mean()), value.item()
+
+
 def loss_sign(name):
     def check(m):
         grad = loss_gradient(getattr(m, name), [2.0, -1.0])
@@ -280,6 +286,7 @@ GAE, PPO = ("vpg", "trpo", "ppo_discrete", "ppo_continuous"), ("ppo_discrete", "
 G = "G_t = r_t + γ(1 − done_t) G_{t+1}"
 DELTA = "δ_t = r_t + γ(1 − terminated_t) V(s_{t+1}) − V(s_t);  A_t = δ_t + γλ(1 − done_t) A_{t+1}"
 CLIP = "L = −mean(min(r_t Â_t, clip(r_t, 1 − ε, 1 + ε) Â_t)) + c₁ L_V − c₂ H"
+SURROGATE = "L^CLIP = mean(min(r_t Â_t, clip(r_t, 1 − ε, 1 + ε) Â_t)), an objective to maximise"
 FISHER_TEST = test_trpo.test_fisher_vector_product_is_the_explicit_fisher_matrix_times_v_plus_damping
 FVP = "H v = ∇_θ((∇_θ KL)ᵀ v) + c v,  ∇_θ KL taken with create_graph=True"
 CG = "α = rᵀr / pᵀAp;  x ← x + αp;  r ← r − αAp;  p ← r_new + (r_newᵀr_new / rᵀr) p"
@@ -340,10 +347,13 @@ CHECKS = {
          exact_policy_gradient(gae_lambda=0.8)),
         ("trpo", "the value loss by hand", "the value loss is not the mean squared error (V − R̂)²",
          "L_V = (1/B) Σ_t (V(s_t) − R̂_t)²", value_loss_by_hand)],
-    6: [(s, "the clipped surrogate, on five cases worked out by hand",
-         "the surrogate is not the pessimistic minimum of r Â and clip(r) Â (max instead of min, or the wrong clip?)",
-         CLIP, lambda m: [test_math.test_clipped_surrogate_by_hand(m, *case) for case in CASES])
-        for s in PPO]
+    6: [(s, "at r = 1 the surrogate is the mean advantage, sign included",
+         "the sign is flipped: `surrogate` is the objective to maximise, mean(min(r Â, clip(r) Â)); `ppo_loss` "
+         "negates it", SURROGATE, surrogate_sign) for s in PPO]
+       + [(s, "the clipped surrogate, on five cases worked out by hand",
+           "the surrogate is not the pessimistic minimum of r Â and clip(r) Â (max instead of min, or the wrong clip?)",
+           CLIP, lambda m: [test_math.test_clipped_surrogate_by_hand(m, *case) for case in CASES])
+          for s in PPO]
        + [(s, "the value loss, clipped around V_old, by hand", "the value clipping is wrong",
            "L_V = ½ max((V − R)², (V_old + clip(V − V_old, −ε, ε) − R)²)", test(test_math.test_value_loss_by_hand))
           for s in PPO]

@@ -42,7 +42,8 @@ LADDER = [
     Exercise(6, "PPO's clipped surrogate, value clipping and entropy bonus",
              [Part("ppo_discrete", "surrogate"), Part("ppo_discrete", "ppo_loss"),
               Part("ppo_continuous", "surrogate"), Part("ppo_continuous", "ppo_loss")],
-             "−min(r Â, clip(r, 1 ± ε) Â), averaged; plus c₁ L_V, minus c₂ H; and the stats dict"),
+             "surrogate: mean(min(r Â, clip(r, 1 ± ε) Â)), an objective to maximise; ppo_loss: minus it, "
+             "plus c₁ L_V, minus c₂ H; and the stats dict"),
     Exercise(7, "the diagonal Gaussian policy: sampling, log-probability, entropy",
              [Part("reinforce", "Agent.get_action", "if"), Part("vpg", "Agent.get_action_and_value", "if"),
               Part("trpo", "Agent.get_action_and_value", "if"), Part("ppo_continuous", "Agent.get_action_and_value")],

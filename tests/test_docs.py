@@ -144,9 +144,12 @@ def test_a_step_whose_paragraph_names_no_idea_stops_the_build():
 # targets are 300 / 250 / 300 / 200; where a step is still above its target, its limit is what it
 # changes today, so that it can only fall. Each script's loop state (`state()` in `train`) names
 # its own objects (2 lines per step); ppo_discrete.py alone refuses Discrete(n, start=k) with the
-# wrapper that fixes it (3 lines more than ppo_continuous.py's refusal of non-Box actions).
-STEP_LIMITS = {("reinforce", "vpg"): 331, ("vpg", "trpo"): 245, ("trpo", "ppo_discrete"): 455,
-               ("ppo_discrete", "ppo_continuous"): 202}
+# wrapper that fixes it (3 lines more than ppo_continuous.py's refusal of non-Box actions). Claims
+# made true (issue 52's list: Adam's step, the damped natural gradient, the KL over states, the
+# share of clipped actions, VPG's bias and scale, PPO's normalisation) take 5 to 11 comment
+# lines more per step.
+STEP_LIMITS = {("reinforce", "vpg"): 336, ("vpg", "trpo"): 256, ("trpo", "ppo_discrete"): 467,
+               ("ppo_discrete", "ppo_continuous"): 210}
 
 
 @pytest.mark.parametrize("old,new", STEP_LIMITS)

@@ -113,6 +113,8 @@ WRONG = [
      "the value loss is not the mean squared error"),
     (6, "ppo_discrete", "return torch.min(ratio * advantages, clipped_ratio * advantages).mean()",
      "return torch.max(ratio * advantages, clipped_ratio * advantages).mean()", "not the pessimistic minimum"),
+    (6, "ppo_discrete", "return torch.min(ratio * advantages, clipped_ratio * advantages).mean()",
+     "return -torch.min(ratio * advantages, clipped_ratio * advantages).mean()", "the sign is flipped: `surrogate`"),
     (6, "ppo_discrete", "loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss",
      "loss = pg_loss + vf_coef * v_loss + ent_coef * entropy_loss", "the entropy is a bonus"),
     (7, "ppo_continuous", "logprob = log_density.sum(-1)", "logprob = log_density.mean(-1)", "a mean instead of a sum"),
