@@ -589,8 +589,8 @@ def main(args: RunArgs | None = None) -> dict:
 
     # A guard rail or a Ctrl-C stops the run at once: its checkpoint.pt and model.pt are those of
     # its last checkpoint, if any (whose weights are finite); its logs reach at least that far, and
-    # a --resume drops what was logged after it. After training, both files are written, and the
-    # policy is evaluated.
+    # a --resume drops what was logged after it. After training, the files are written (as
+    # --checkpoint-every and --save-model ask), and the policy is evaluated.
     try:
         state = train(args, writer, hook)
     except FloatingPointError as error:
