@@ -158,8 +158,8 @@ class Agent(nn.Module):
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
-    def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
-        """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s), entropy, V(s), each (B,).
+    def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
+        """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
         # Both distributions written out, so that their formulas are on the page (tests compare
         # them with torch.distributions, which is why log σ is computed as log(σ), as it does).
@@ -177,7 +177,7 @@ class Agent(nn.Module):
             logprob = log_density.sum(-1)
             # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
             entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
-            return action, logprob, entropy, self.get_value(obs)
+            return action, logprob, entropy
         # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
         # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
         logits = self.actor(obs)
@@ -187,7 +187,7 @@ class Agent(nn.Module):
         logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the taken action
         # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
         entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
-        return action, logprob, entropy, self.get_value(obs)
+        return action, logprob, entropy
 
 
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
@@ -322,7 +322,7 @@ def trpo_step(agent, params, obs, actions, advantages, args):
     gradient H⁻¹g scaled to the edge of the region (computed damped here, (H + cI)⁻¹g), which
     the line search then checks.
     """
-    _, logprob, entropy, _ = agent.get_action_and_value(obs, actions)
+    _, logprob, entropy = agent.get_action(obs, actions)
     old_logprob = logprob.detach()
     old = copy.deepcopy(agent)  # π_θ_old, fixed for this update
     objective = surrogate(logprob, old_logprob, advantages)  # L(θ_old)
@@ -336,7 +336,7 @@ def trpo_step(agent, params, obs, actions, advantages, args):
     full_step = (2 * args.max_kl / (x @ fvp(x)).clamp_min(1e-30)) ** 0.5 * x
 
     def acceptable():  # at the current θ: inside the trust region, and L rose
-        new_logprob = agent.get_action_and_value(obs, actions)[1]
+        new_logprob = agent.get_action(obs, actions)[1]
         return (mean_kl(agent, obs, old) <= args.max_kl
                 and surrogate(new_logprob, old_logprob, advantages) > objective)
 
@@ -425,7 +425,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 global_step += args.num_envs
                 obs_np[step] = next_obs_np
                 next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
-                action, _, _, value = agent.get_action_and_value(next_obs)
+                action, _, _ = agent.get_action(next_obs)
+                value = agent.get_value(next_obs)
                 action_np = action.cpu().numpy()
                 actions_np[step], values_np[step] = action_np, value.cpu().numpy()
                 # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch

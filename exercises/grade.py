@@ -135,7 +135,7 @@ def loss_is_mean(name):
 
 def acting(agent):
     """(obs, action=None) -> (action, log π(a|s), H) through the agent's own method, whichever
-    the script names it (reinforce.py: get_action; the others: get_action_and_value)."""
+    the script names it (reinforce.py, vpg.py, trpo.py: get_action; the PPO scripts: get_action_and_value)."""
     def policy(obs, action=None):
         out = agent.get_action(obs, action) if hasattr(agent, "get_action") else agent.get_action_and_value(obs, action)
         return out[0], out[1], out[2]

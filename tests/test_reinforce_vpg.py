@@ -262,7 +262,7 @@ def test_logged_approx_kl_is_k3_between_the_policy_before_and_after_the_step(mod
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     evaluated = []  # log π of the batch's actions, each time the update evaluates them
-    act = "get_action" if module is reinforce else "get_action_and_value"
+    act = "get_action"
 
     class RecordingAgent(module.Agent):
         def __init__(self, *a):

@@ -26,10 +26,15 @@ def test_values_handed_to_gae_are_the_critics_values_of_the_observations_acted_o
             super().__init__(*a)
             agents.append(self)
 
-        def get_action_and_value(self, obs, action=None):
-            if action is None:  # acting in the rollout
-                acted_on.append(obs.clone())
-            return super().get_action_and_value(obs, action)
+    base = module.Agent
+    act = "get_action_and_value" if hasattr(base, "get_action_and_value") else "get_action"
+
+    def recording(self, obs, action=None):
+        if action is None:  # acting in the rollout
+            acted_on.append(obs.clone())
+        return getattr(base, act)(self, obs, action)
+
+    setattr(RecordingAgent, act, recording)
 
     def spy_gae(rewards, values, *rest):
         if not seen:  # the first rollout, before its update changed the critic

@@ -186,12 +186,12 @@ def test_trpo_step_moves_to_the_edge_of_the_region_and_improves_the_surrogate():
     rises."""
     agent, obs, actions, advantages = batch()
     old = copy.deepcopy(agent)
-    before = trpo.surrogate(old.get_action_and_value(obs, actions)[1], old.get_action_and_value(obs, actions)[1],
+    before = trpo.surrogate(old.get_action(obs, actions)[1], old.get_action(obs, actions)[1],
                             advantages)
     stats = trpo.trpo_step(agent, policy_params(agent), obs, actions, advantages, ARGS)
     with torch.no_grad():
         measured = trpo.mean_kl(agent, obs, old).item()
-        after = trpo.surrogate(agent.get_action_and_value(obs, actions)[1], old.get_action_and_value(obs, actions)[1],
+        after = trpo.surrogate(agent.get_action(obs, actions)[1], old.get_action(obs, actions)[1],
                                advantages)
     assert stats["backtracks"] == 0 and after > before
     assert measured == pytest.approx(stats["kl"]) and 0.5e-3 < measured <= 1e-3
