@@ -11,14 +11,20 @@ or not (MuJoCo: HalfCheetah, Hopper, Walker2d; Pendulum); ppo_discrete.py takes 
     python ppo_continuous.py --eval-checkpoint runs/<run>/model.pt --capture-video
     tensorboard --logdir runs
 
-What changes from ppo_discrete.py, one idea: continuous actions. The policy is a diagonal
-Gaussian whose mean is the actor's output and whose log σ is a learned vector (`Agent`); the
-sampled action is clipped to the bounds for the env but stored unclipped; evaluation acts with
-the mean action. A second change comes with CleanRL's continuous script: observations are
-normalised (`Agent.normalize_obs`, saved with the weights) and rewards scaled (`RewardScaler`)
-by running statistics; `--no-norm-obs` and `--no-norm-reward` switch them off, and
-benchmarks/ABLATIONS.md measures what each buys. Defaults: CleanRL's `ppo_continuous_action.py`
-(one env × 2048 steps, 32 minibatches, 10 epochs, α 3e-4, no entropy bonus, 1M steps).
+What changes from ppo_discrete.py: three steps, each a file that runs
+(docs/ppo_discrete-to-ppo_continuous.html). steps/ppo_continuous_1_gaussian.py brings a Gaussian
+policy for Box actions: the actor's output is the mean of a diagonal Gaussian whose log σ is a
+learned vector, starting at 0 (σ = 1) as in CleanRL, where vpg.py and trpo.py start at −0.5 as
+Spinning Up does; the sampled action is clipped to the bounds for the env but stored unclipped,
+and evaluation acts with the mean action. steps/ppo_continuous_2_norm.py normalises observations
+(`Agent.normalize_obs`, saved with the weights) and scales rewards (`RewardScaler`) by running
+statistics; `--no-norm-obs` and `--no-norm-reward` switch them off, and benchmarks/ABLATIONS.md
+measures what each buys. This file sets the defaults for MuJoCo.
+
+What changes from ppo_continuous_2_norm.py: CleanRL's defaults for MuJoCo. Those of its
+`ppo_continuous_action.py`: HalfCheetah-v4 for 1M steps, one env × 2048 steps, 32 minibatches, 10
+epochs, α 3e-4 and no entropy bonus, in place of ppo_discrete.py's CartPole-v1 for 500k steps, 4
+envs × 128 steps, 4 minibatches, 4 epochs, α 2.5e-4 and an entropy bonus of 0.01.
 
 Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022): "core detail
 N" from its list of 13 core details, "continuous detail N" from its 9 for continuous actions.
@@ -97,7 +103,7 @@ class Args:
     norm_reward: bool = True
     """scale rewards by the std of the running discounted return (continuous details 8-9)"""
 
-    # --- the run (the tooling's flags are in RunArgs, after `train`) ---
+    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
     seed: int = 1
     """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
@@ -179,7 +185,7 @@ class Agent(nn.Module):
         # Up's σ ≈ 0.61). About a third of the first action components then fall outside [−1, 1],
         # the bounds of most MuJoCo envs (Humanoid's are ±0.4), and reach the env clipped; for a
         # whole 6-dimensional action (HalfCheetah's), some component does 90% of the time.
-        self.actor_logstd = nn.Parameter(torch.zeros(1, act_dim))
+        self.actor_logstd = nn.Parameter(torch.zeros(act_dim))
         # Both networks read normalised observations, so the running statistics are part of the
         # policy: kept in the state_dict (`get_extra_state`), they are saved and loaded with the
         # weights (without them, a loaded policy acts on inputs it never saw: CleanRL #425, #532).
@@ -212,7 +218,7 @@ class Agent(nn.Module):
         # The Gaussian written out, so that its formulas are on the page (tests compare it with
         # torch.distributions.Normal, which is why log σ is computed as log(σ), as it does).
         mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
-        std = self.actor_logstd.expand_as(mean).exp()  # σ, (B, act_dim): state-independent
+        std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
         if action is None:
             action = torch.normal(mean, std)
         # The action dimensions are independent, so the density is a product: log-probs add up
@@ -336,8 +342,8 @@ class RewardScaler:
 
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
-    """Train with PPO, log to TensorBoard, and return the loop's `state()` at the end.
-    `train(args)` is the whole algorithm. The tooling after it passes its own `writer` (the run's
+    """Train with PPO, log to TensorBoard, and return the loop's `state()` at the end. `train(args)`
+    is the whole algorithm. A script's tooling, after `train`, passes its own `writer` (the run's
     folder) and a `hook`, called at the start and after each update, through which it adds
     checkpoints, --resume and guard rails."""
     batch_size = args.num_envs * args.num_steps

@@ -11,14 +11,25 @@ algorithms" (arXiv:1707.06347), its clipped variant; with generalised advantage 
     python ppo_discrete.py --eval-checkpoint runs/<run>/model.pt --capture-video
     tensorboard --logdir runs
 
-What changes from trpo.py, one idea: a clipped objective in place of a trust region, and again only
-the policy's update. TRPO keeps each update in a KL trust region by a second-order step; PPO gets a
-similar caution from first-order steps: the ratio r = π_θ/π_θ_old is clipped at 1 ± ε inside the
-objective (`surrogate`), which removes the incentive to push r further, so each batch serves K
-epochs of minibatch Adam steps (the clip does not bound r: `--target-kl` can stop the epochs). With
-it: log π_θ_old(a|s) in the rollout; one loss and one Adam for actor and critic (an entropy bonus, a
-clipped value term, a decaying step size, gradient clipping); λ-returns as V's targets; advantages
-normalised per minibatch; no Box head. Defaults: CleanRL's `ppo.py` (4 envs × 128 steps, α 2.5e-4).
+What changes from trpo.py: two steps, each a file that runs (docs/trpo-to-ppo_discrete.html; from
+vpg.py, docs/vpg-to-ppo_discrete.html). steps/ppo_1_clip.py brings one idea: a clipped objective
+in place of the trust region, on TRPO's critic and rollout, optimised as Spinning Up's PPO does.
+TRPO keeps each update in a KL trust region by a second-order step; PPO gets a similar caution
+from first-order steps: the ratio r = π_θ/π_θ_old is clipped at 1 ± ε inside the objective
+(`surrogate`), which removes the incentive to push r further, so each batch serves many Adam steps
+(the clip does not bound r: a KL limit can stop them). This file then brings the details of PPO's
+reference code.
+
+What changes from ppo_1_clip.py: the details of PPO's reference code. Not one idea but several, as
+openai/baselines' ppo2 and CleanRL's `ppo.py` have them: K epochs of shuffled minibatches take the
+place of full-batch steps, with no KL stop by default (`--target-kl`); one loss and one Adam for
+actor and critic, with an entropy bonus and a clipped value term, take the place of the critic's
+own Adam and its 80 steps; the step size decays linearly (`--anneal-lr`); the gradient's norm is
+clipped; V's targets are the λ-returns, not the λ = 1 returns; advantages are normalised per
+minibatch, not per batch; the policy has a Categorical head alone (ppo_continuous.py takes Box
+actions), and one call gives the action and V (`get_action_and_value`); a flag treats a truncation
+as a termination (an ablation). Defaults: CleanRL's `ppo.py` (4 envs × 128 steps, α 2.5e-4, λ
+0.95).
 
 Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022): "core detail
 N" from its list of 13 core details.
@@ -93,7 +104,7 @@ class Args:
     bootstrap_truncation: bool = True
     """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
 
-    # --- the run (the tooling's flags are in RunArgs, after `train`) ---
+    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
     seed: int = 1
     """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
@@ -254,8 +265,8 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
 
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
-    """Train with PPO, log to TensorBoard, and return the loop's `state()` at the end.
-    `train(args)` is the whole algorithm. The tooling after it passes its own `writer` (the run's
+    """Train with PPO, log to TensorBoard, and return the loop's `state()` at the end. `train(args)`
+    is the whole algorithm. A script's tooling, after `train`, passes its own `writer` (the run's
     folder) and a `hook`, called at the start and after each update, through which it adds
     checkpoints, --resume and guard rails."""
     batch_size = args.num_envs * args.num_steps

@@ -61,7 +61,7 @@ class Args:
     norm_returns: bool = False
     """normalise the batch's returns G_t to mean 0, std 1: a baseline and a rescaling"""
 
-    # --- the run (the tooling's flags are in RunArgs, after `train`) ---
+    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
     seed: int = 1
     """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
@@ -202,9 +202,9 @@ def reinforce_loss(logprob, returns):
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     """Train with REINFORCE, log to TensorBoard, and return the loop's `state()` at the end.
-    `train(args)` is the whole algorithm. The tooling after it passes its own `writer` (the run's
-    folder) and a `hook`, called at the start and after each update, through which it adds
-    checkpoints, --resume and guard rails."""
+    `train(args)` is the whole algorithm. A script's tooling, after `train`, passes its own `writer`
+    (the run's folder) and a `hook`, called at the start and after each update, through which it
+    adds checkpoints, --resume and guard rails."""
     # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
     random.seed(args.seed)
     np.random.seed(args.seed)

@@ -86,7 +86,7 @@ class Args:
     gae_lambda: float = 0.97
     """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
 
-    # --- the run (the tooling's flags are in RunArgs, after `train`) ---
+    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
     seed: int = 1
     """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
@@ -359,9 +359,9 @@ def value_loss(value, returns):
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     """Train with TRPO, log to TensorBoard, and return the loop's `state()` at the end.
-    `train(args)` is the whole algorithm. The tooling after it passes its own `writer` (the run's
-    folder) and a `hook`, called at the start and after each update, through which it adds
-    checkpoints, --resume and guard rails."""
+    `train(args)` is the whole algorithm. A script's tooling, after `train`, passes its own `writer`
+    (the run's folder) and a `hook`, called at the start and after each update, through which it
+    adds checkpoints, --resume and guard rails."""
     batch_size = args.num_envs * args.num_steps
     num_iterations = args.total_timesteps // batch_size
     # --- seeding: Python, NumPy, torch (action sampling) and the envs ---

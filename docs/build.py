@@ -1,7 +1,7 @@
 """Render each script as an annotated page: its comments and equations beside the code they explain.
 
     pip install -r docs/requirements.txt
-    python docs/build.py                 # writes docs/<script>.html, the step pages and docs/index.html
+    python docs/build.py                 # writes docs/<script>.html, the step pages, docs/index.html, derivations.html
     python docs/build.py --out /tmp/docs
     python docs/build.py --screenshots docs   # docs/screenshot-*.png (chromium)
 
@@ -37,6 +37,7 @@ import re
 import tokenize
 from pathlib import Path
 
+import derivations  # docs/derivations.py: derivations.html, and the links to it beside each `# math:` line
 from latex2mathml.converter import convert
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -51,7 +52,15 @@ SCRIPTS = {  # in reading order
     "ppo_continuous": "PPO-clip for continuous control (MuJoCo): a Gaussian policy, observation and reward normalisation.",
 }
 ORDER = list(SCRIPTS)
-STEPS = list(itertools.pairwise(ORDER))  # (from, to): the step pages
+# The sub-steps of a step of the reading order: files in steps/, each the algorithm part of a
+# script (what is above its tooling banner) changed from the file before it by what its docstring
+# names, in a paragraph "What changes from <file before>.py, one idea: <the idea>."
+SUBSTEPS = {("reinforce", "vpg"): ["vpg_1_baseline", "vpg_2_rollout", "vpg_3_gae"],
+            ("trpo", "ppo_discrete"): ["ppo_1_clip"],
+            ("vpg", "ppo_discrete"): ["ppo_1_clip"],
+            ("ppo_discrete", "ppo_continuous"): ["ppo_continuous_1_gaussian", "ppo_continuous_2_norm"]}
+# (from, to): the step pages; the last is for a reader who skips TRPO
+STEPS = list(itertools.pairwise(ORDER)) + [("vpg", "ppo_discrete")]
 # The definitions that make up the algorithm; a step page shows their differences first.
 ALGORITHM = ["layer_init", "mlp", "Agent", "compute_returns", "compute_gae", "reinforce_loss", "vpg_loss",
              "surrogate", "mean_kl", "flat_grad", "fisher_vector_product", "conjugate_gradient", "line_search",
@@ -100,8 +109,12 @@ code { font: 90% ui-monospace, Menlo, Consolas, monospace; background: #f0f0f3; 
 .diff pre { margin: 0; padding: 8px 12px; background: #fafafa; border: 1px solid #eee; border-radius: 4px;
             font: 13px/1.45 ui-monospace, Menlo, Consolas, monospace; white-space: pre-wrap; overflow-wrap: anywhere; }
 .diff pre > span { display: block; min-height: 1.45em; }
+.diff pre > span:has(math) { padding: 0.25em 0; }  /* a formula's line: room above and below it */
 .diff .ln { color: #b0b0b8; user-select: none; display: inline-block; width: 3.2em; text-align: right; padding-right: 0.6em; }
 .diff .add { background: #e6f7e6; } .diff .del { background: #fbe9e9; } .diff .hunk { color: #8a8a99; }
+.notes .eq { display: flex; flex-wrap: wrap; align-items: center; justify-content: center; column-gap: 10px; }
+.notes .eq > math { min-width: 0; } .notes a.derivation { font-size: 12.5px; white-space: nowrap; text-decoration: none; }
+.code .line:target { background: #fff3b0; } .code .line { scroll-margin-top: 30vh; }
 """
 
 # Unicode in the scripts' plain-text formulas -> LaTeX, for typesetting them.
@@ -157,6 +170,10 @@ def typeset(latex: str, display: str = "inline") -> str:
     space after log, and a displayed Σ drawn large."""
     mathml = convert(latex.replace(r"\epsilon", r"\varepsilon"), display=display)
     mathml = mathml.replace("<mo>&#x0005E;</mo></mover>", '<mo stretchy="false">&#x002C6;</mo></mover>')
+    # Browsers centre an accent on the letter's box, which for an italic capital is left of its
+    # slanted top: over Â's left stroke. A tenth of an em to the right puts the hat on the letter.
+    mathml = re.sub(r'(<mover accent="true">(?:<mrow>)?<mi>[A-Z]</mi>(?:</mrow>)?<mo stretchy="false")>',
+                    r'\1 style="transform: translateX(0.1em)">', mathml)
     mathml = re.sub(r"<mi>(log|exp)</mi>", r'<mi>\1</mi><mspace width="0.1667em"></mspace>', mathml)
     if display == "block" and r"\textstyle" not in latex:  # limits under and over, large
         mathml = mathml.replace("<mo>&#x02211;</mo>",
@@ -203,8 +220,9 @@ def math(latex: str) -> str:
     return mathml
 
 
-def notes_html(lines: list[str]) -> str:
-    """A comment block -> paragraphs, headings and equations."""
+def notes_html(lines: list[str], name: str | None = None, first: int = 0) -> str:
+    """A comment block -> paragraphs, headings and equations; given the script's `name` and the
+    block's `first` line, each equation with its link to derivations.html."""
     parts, paragraph = [], []
 
     def flush():
@@ -212,11 +230,11 @@ def notes_html(lines: list[str]) -> str:
             parts.append(f"<p>{prose(' '.join(paragraph))}</p>")
             paragraph.clear()
 
-    for line in lines:
+    for number, line in enumerate(lines, first):
         text = line.strip()
         if m := MATH.match(text):
             flush()
-            parts.append(math(m.group(1)))
+            parts.append(math(m.group(1)) if name is None else derivations.backlink(name, number, m[1], math(m[1])))
         elif m := BANNER.match(text):
             flush()
             parts.append(f"<h3>{prose(m.group(1))}</h3>")
@@ -391,7 +409,7 @@ def render(name: str) -> str:
         inner = bool(code) and not any(n in top_level for n in code[:1]) and not notes_starts_part(notes)
         anchor = f"L{code[0]}" if code else f"N{len(body)}"  # link to a section by its first line: page.html#L120
         body.append(f'<div class="section{" inner" if inner else ""}" id="{anchor}">'
-                    f'<div class="notes">{above}{notes_html(notes)}{below}{flags}</div>'
+                    f'<div class="notes">{above}{notes_html(notes, name, notes_start)}{below}{flags}</div>'
                     f'<div class="code">{code_html}</div></div>')
     body.append("</details>")
     return page(f"{name}.py", f"<header><h1>{name}.py</h1><p><a href=\"index.html\">pgref</a> · "
@@ -403,7 +421,8 @@ def code_row(number: int, highlighted: list[str], docs: dict[int, ast.AST]) -> s
     """One line of the code column, with its number; a docstring's first line stands for the
     docstring, which is in the notes."""
     if number not in docs:
-        return f'<span class="ln">{number}</span>{highlighted[number - 1]}'
+        # (each line an anchor, page.html#line-120, which derivations.html links to)
+        return f'<span class="line" id="line-{number}"><span class="ln">{number}</span>{highlighted[number - 1]}</span>'
     doc = docs[number].body[0]
     indent = " " * doc.col_offset
     where = f"line {doc.lineno}" if doc.lineno == doc.end_lineno else f"lines {doc.lineno}–{doc.end_lineno}"
@@ -424,18 +443,35 @@ def page_nav(name: str) -> str:
     return f'<nav class="pages">{back}{ahead}</nav>'
 
 
-def definitions(source: str) -> dict[str, tuple[int, list[str]]]:
+def source_of(name: str) -> str:
+    """The text of a script, or of a sub-step file in steps/."""
+    return (ROOT / f"{name}.py" if name in SCRIPTS else ROOT / "steps" / f"{name}.py").read_text()
+
+
+def file_of(name: str) -> str:
+    return f"{name}.py" if name in SCRIPTS else f"steps/{name}.py"
+
+
+def definitions(source: str, part: str = "all") -> dict[str, tuple[int, list[str]]]:
     """(first line number, lines) of each top-level part of a script: the docstring, the imports,
-    each definition (with its decorators)."""
+    each definition (with its decorators). `part`: "all"; "algorithm", the definitions above the
+    tooling banner (a sub-step file, which has none, is all algorithm); "tooling", the imports
+    and the definitions below it."""
     lines = source.split("\n")
     tree = ast.parse(source)
-    parts = {"module docstring": (1, lines[tree.body[0].lineno - 1:tree.body[0].end_lineno])}
-    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    parts["imports"] = (imports[0].lineno, lines[imports[0].lineno - 1:imports[-1].end_lineno])
+    banner = next((n for n, line in enumerate(lines, 1) if BANNER.match(line)
+                   and BANNER.match(line)[1].startswith("tooling")), len(lines) + 1)
+    parts = {}
+    if part == "all":
+        parts["module docstring"] = (1, lines[tree.body[0].lineno - 1:tree.body[0].end_lineno])
+    if part != "algorithm":
+        imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        parts["imports"] = (imports[0].lineno, lines[imports[0].lineno - 1:imports[-1].end_lineno])
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            parts[node.name] = (start, lines[start - 1:node.end_lineno])
+            if part == "all" or (start < banner) == (part == "algorithm"):
+                parts[node.name] = (start, lines[start - 1:node.end_lineno])
     return parts
 
 
@@ -463,7 +499,8 @@ def code_line(line: str, highlighted: str) -> str:
 
 def diff_html(old: tuple[int, list[str]], new: tuple[int, list[str]], old_hl: list[str], new_hl: list[str]) -> str:
     """The lines that changed, with two lines of context, each with its line number in the old file
-    and in the new one, highlighted, and `# math:` lines typeset; a gap between hunks is shown as ⋯."""
+    and in the new one, highlighted, and `# math:` lines typeset; a gap between hunks is shown as ⋯,
+    and a gap of one line is shown instead (a ⋯ would take its place and cut the text around it)."""
     (old_start, old_lines), (new_start, new_lines) = old, new
     rows, shown = [], set()
     ops = changes(old_lines, new_lines)
@@ -471,10 +508,16 @@ def diff_html(old: tuple[int, list[str]], new: tuple[int, list[str]], old_hl: li
         if tag != "equal":
             shown.update(("old", i) for i in range(max(i1 - 2, 0), min(i2 + 2, len(old_lines))))
             shown.update(("new", j) for j in range(max(j1 - 2, 0), min(j2 + 2, len(new_lines))))
+    equal = [(i, j) for tag, i1, i2, j1, j2 in ops if tag == "equal"
+             for i, j in zip(range(i1, i2), range(j1, j2), strict=False)]  # a re-wrap may differ in length
+    seen = [("old", i) in shown or ("new", j) in shown for i, j in equal]
+    for k in range(1, len(equal) - 1):  # a lone hidden line between two shown ones
+        if not seen[k] and seen[k - 1] and seen[k + 1]:
+            shown.add(("old", equal[k][0]))
     gap = False
     for tag, i1, i2, j1, j2 in ops:
         if tag == "equal":
-            for i, j in zip(range(i1, i2), range(j1, j2), strict=False):  # a re-wrap may differ in length
+            for i, j in zip(range(i1, i2), range(j1, j2), strict=False):
                 if ("old", i) in shown or ("new", j) in shown:
                     if gap and rows:
                         rows.append('<span class="hunk">⋯</span>')
@@ -507,56 +550,96 @@ ALGORITHM_FIRST = ["reinforce_loss", "vpg_loss", "surrogate", "ppo_loss", "trpo_
                    "layer_init"]
 
 
-def step_idea(old_name: str, new_name: str, paragraph: str) -> str:
-    """The step's one idea, which the first sentence of the newer file's paragraph names ("What
-    changes from X.py, one idea: Y."): the page's heading says it too, so that the course reads
-    as a list of ideas."""
-    idea = re.match(rf"What changes from {old_name}\.py, one idea: ([^.]*)\.", " ".join(paragraph.split()))
-    if not idea:
-        raise ValueError(f"{new_name}.py: its 'What changes from {old_name}.py' paragraph names no idea")
-    return idea[1]
+def step_idea(old_name: str, new_name: str, doc: str) -> tuple[str, bool]:
+    """What a step brings, which the newer file's docstring names in a paragraph "What changes
+    from X.py, one idea: Y." (then (Y, True)) or, for a step that is not one idea, "What changes
+    from X.py: Y." (then (Y, False)): the page's heading says it too, so that the course reads as
+    a list of ideas."""
+    for paragraph in doc.split("\n\n"):
+        idea = re.match(rf"What changes from {re.escape(old_name)}\.py(, one idea)?: (.*?)\.(?: |$)",
+                        " ".join(paragraph.split()))
+        if idea:
+            return idea[2], bool(idea[1])
+    raise ValueError(f"{file_of(new_name)}: no paragraph 'What changes from {old_name}.py' names its idea")
 
 
-def step_page(old_name: str, new_name: str) -> str:
-    sources = [(ROOT / f"{n}.py").read_text() for n in (old_name, new_name)]
-    old, new = (definitions(source) for source in sources)
+def changed_blocks(old_name: str, new_name: str, part: str) -> tuple[list[str], int]:
+    """The diff of each definition that changed from one file to the next, in `part` (see
+    `definitions`), the algorithm's in the order of ALGORITHM_FIRST; and the number of lines
+    removed or added in all of them (a change that only re-wraps the same words counts none)."""
+    sources = [source_of(n) for n in (old_name, new_name)]
+    old, new = (definitions(source, part) for source in sources)
     old_hl, new_hl = (highlight(source, PythonLexer(), HtmlFormatter(nowrap=True)).split("\n") for source in sources)
-    # The intro, one: the newer file's own word on what changes from its predecessor.
-    new_doc = sources[1].split('"""')[1].split("\n\n")
-    change = [next(p for p in new_doc if p.startswith(f"What changes from {old_name}.py"))]
-    idea = step_idea(old_name, new_name, change[0])
     replaced = {name: next((b for b in REPLACES.get(name, []) if b in old), name) if name not in old else name
                 for name in new}
-    blocks = []  # (in the algorithm, only comments changed, rank, html)
+    blocks, count = [], 0  # (rank, html)
     for name in new:
         before = replaced[name]
         old_part = old.get(before, (1, []))
         ops = changes(old_part[1], new[name][1])
         if all(tag == "equal" for tag, *_ in ops):
             continue  # the same, or only re-wrapped
+        count += sum(i2 - i1 + j2 - j1 for tag, i1, i2, j1, j2 in ops if tag != "equal")
         code_changed = any(not line.strip().startswith("#") for tag, i1, i2, j1, j2 in ops
                            if tag != "equal" for line in old_part[1][i1:i2] + new[name][1][j1:j2])
         title = (f"<code>{name}</code>" + (f" (was <code>{before}</code>)" if before != name else "")
                  + (" (new)" if before not in old else "") + ("" if code_changed else ": comments only"))
-        block = f"<h3>{title}</h3>" + diff_html(old_part, new[name], old_hl, new_hl)
         rank = ALGORITHM_FIRST.index(name) if name in ALGORITHM_FIRST else len(ALGORITHM_FIRST)
-        blocks.append((name in ALGORITHM, not code_changed, rank, block))
-    gone = [n for n in old if n not in new and n not in replaced.values()]
-    for name in gone:
-        block = f"<h3><code>{name}</code> (gone)</h3>" + diff_html(old[name], (1, []), old_hl, new_hl)
+        blocks.append((rank, f"<h3>{title}</h3>" + diff_html(old_part, new[name], old_hl, new_hl)))
+    for name in [n for n in old if n not in new and n not in replaced.values()]:
+        count += len(old[name][1])
         rank = ALGORITHM_FIRST.index(name) if name in ALGORITHM_FIRST else len(ALGORITHM_FIRST)
-        blocks.append((name in ALGORITHM, False, rank, block))
-    algorithm = [b for inside, *_, b in sorted(blocks, key=lambda b: b[1:3]) if inside]
-    rest = [b for inside, *_, b in blocks if not inside]
-    intro = "".join(f"<p>{prose(' '.join(p.split()))}</p>" for p in change)
+        blocks.append((rank, f"<h3><code>{name}</code> (gone)</h3>" + diff_html(old[name], (1, []), old_hl, new_hl)))
+    if part == "algorithm":
+        blocks.sort(key=lambda b: b[0])
+    return [b for _, b in blocks], count
+
+
+def course(old_name: str, new_name: str) -> list[tuple[str, str, str, bool, str]]:
+    """The sub-steps from one script to the next: (from, to, idea, one idea?, the newer file's
+    paragraph that names it) of each."""
+    chain = [old_name, *SUBSTEPS.get((old_name, new_name), []), new_name]
+    hops = []
+    for a, b in itertools.pairwise(chain):
+        doc = ast.get_docstring(ast.parse(source_of(b))) or ""
+        idea, one = step_idea(a, b, doc)
+        paragraph = next(p for p in doc.split("\n\n") if p.startswith(f"What changes from {a}.py"))
+        hops.append((a, b, idea, one, paragraph))
+    return hops
+
+
+def step_page(old_name: str, new_name: str) -> str:
+    hops = course(old_name, new_name)
+    sections, items = [], []
+    for k, (a, b, idea, one, paragraph) in enumerate(hops, 1):
+        blocks, count = changed_blocks(a, b, "algorithm")
+        name = f"step {k} of {len(hops)}: " if len(hops) > 1 else ""
+        kind = "one idea" if one else "not one idea"
+        items.append(f'<li><a href="#step-{k}">{file_of(a)} → {file_of(b)}</a>: {prose(idea)} '
+                     f"({kind}; {count} lines changed)</li>")
+        sections.append(f'<h2 id="step-{k}">{name.capitalize()}{file_of(a)} → {file_of(b)}: {prose(idea)}</h2>'
+                        f'<p class="count">{count} lines of the algorithm changed (above the tooling banner; '
+                        f"a change that only re-wraps a comment counts none)</p>"
+                        f"<p>{prose(' '.join(paragraph.split()))}</p>"
+                        + ("".join(blocks) or "<p>No difference.</p>"))
+    rest, _ = changed_blocks(old_name, new_name, "tooling")
+    if len(hops) > 1:
+        files = ", ".join(f"<code>{file_of(b)}</code>" for _, b, *_ in hops[:-1])
+        intro = (f"<p>{len(hops)} steps, each from a file to the next, which its heading names. The files "
+                 f"between the two scripts ({files}) are each a script's algorithm, above its tooling, "
+                 f"and run and learn: <code>python {file_of(hops[0][1])}</code>.</p><ol>{''.join(items)}</ol>")
+        title = f"{old_name}.py → {new_name}.py in {len(hops)} steps"
+    else:
+        intro = f"<ol>{''.join(items)}</ol>"
+        title = f"{old_name}.py → {new_name}.py: {prose(hops[0][2])}"
     nav = (f'<nav class="pages"><a href="{old_name}.html">← {old_name}.py</a>'
            f'<a href="{new_name}.html">{new_name}.py →</a></nav>')
-    content = (f"<header><h1>{old_name}.py → {new_name}.py: {prose(idea)}</h1><p><a href=\"index.html\">pgref</a> · "
-               f"the differences of each definition, the algorithm's first; changes that only re-wrap a comment "
-               f"are left out</p></header>\n{nav}\n"
-               f'<div class="intro">{intro}</div>\n<div class="diff">'
-               f"<h2>The algorithm</h2>{''.join(algorithm) or '<p>No difference.</p>'}"
-               f"<h2>Everything else: defaults, flags, messages, tooling</h2>{''.join(rest)}</div>\n{nav}")
+    content = (f"<header><h1>{title}</h1><p><a href=\"index.html\">pgref</a> · "
+               f"the differences of each definition, step by step, the algorithm's first; changes that only "
+               f"re-wrap a comment are left out</p></header>\n{nav}\n"
+               f'<div class="intro">{intro}</div>\n<div class="diff">{"".join(sections)}'
+               f"<h2>Everything else: imports, input checks, messages, tooling ({old_name}.py → {new_name}.py)</h2>"
+               f"{''.join(rest) or '<p>No difference.</p>'}</div>\n{nav}")
     return page(f"{old_name}.py → {new_name}.py", content)
 
 
@@ -573,14 +656,21 @@ def index() -> str:
             items.append(f'<li class="step"><a href="{ORDER[i - 1]}-to-{name}.html">what changes from '
                          f"{ORDER[i - 1]}.py to {name}.py</a></li>")
         items.append(f'<li><a href="{name}.html"><code>{name}.py</code></a>: {html.escape(text)}</li>')
+        if name == "trpo":  # a reader who skips TRPO goes from vpg.py to PPO
+            items.append('<li class="step"><a href="vpg-to-ppo_discrete.html">or, skipping TRPO: what changes '
+                         "from vpg.py to ppo_discrete.py</a></li>")
     nl = "\n"
     return page("pgref: annotated scripts", f"""<header><h1>pgref: the scripts, annotated</h1></header>
 <div class="index"><p>Each page shows one script, cut into sections. On the left are its whole-line comments (the
 <code># math:</code> lines typeset as equations) and its functions' and classes' docstrings, moved out of the
 code; on the right the code they explain, with the file's line numbers and its end-of-line comments (a moved
 docstring leaves one line saying where it went). The module docstring opens the page, the flags' docstrings
-become their table, and the imports and the tooling are folded. Read them
-in this order; between two scripts, a step page shows what changes from one to the next.</p>
+become their table, and the imports and the tooling are folded. Each typeset equation links to
+<a href="derivations.html">the derivations</a>, one page from the policy-gradient theorem to the clipped
+surrogate, which links each equation back to the lines that compute it. Read them
+in this order; between two scripts, a step page shows what changes from one to the next, in steps of
+one idea each where the step brings more than one: each step between two scripts is a file in
+<code>steps/</code> that runs and learns.</p>
 <ul>
 {nl.join(items)}
 </ul>
@@ -632,7 +722,8 @@ def build(out: Path) -> list[Path]:
         path.write_text(step_page(old_name, new_name))
         written.append(path)
     (out / "index.html").write_text(index())
-    return written + [out / "index.html"]
+    (out / "derivations.html").write_text(derivations.page())
+    return written + [out / "index.html", out / "derivations.html"]
 
 
 if __name__ == "__main__":
@@ -660,4 +751,7 @@ if __name__ == "__main__":
             print(f"wrote {path}")
             path = args.screenshots / f"screenshot-step-{width}.png"  # the step to PPO: the surrogate clipped
             screenshot(args.out / "trpo-to-ppo_discrete.html", ".diff h3", path, width)
+            print(f"wrote {path}")
+            path = args.screenshots / f"screenshot-derivations-{width}.png"  # GAE, its code beside it
+            screenshot(args.out / "derivations.html", "#eq-k-step", path, width)
             print(f"wrote {path}")

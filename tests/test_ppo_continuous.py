@@ -19,7 +19,7 @@ def test_gaussian_log_prob_and_entropy_match_closed_form(module=ppo):
     torch.manual_seed(0)
     agent = module.Agent(3, 2)
     with torch.no_grad():
-        agent.actor_logstd.copy_(torch.tensor([[0.3, -0.7]]))
+        agent.actor_logstd.copy_(torch.tensor([0.3, -0.7]))
     obs = torch.randn(5, 3)
     action, logprob, entropy, value = agent.get_action_and_value(obs)
     assert action.shape == (5, 2) and logprob.shape == entropy.shape == value.shape == (5,)
@@ -36,12 +36,12 @@ def test_written_out_gaussian_equals_torch_distributions_bit_for_bit(module=ppo)
     torch.manual_seed(0)
     agent = module.Agent(3, 2)
     with torch.no_grad():
-        agent.actor_logstd.copy_(torch.tensor([[0.3, -0.7]]))
+        agent.actor_logstd.copy_(torch.tensor([0.3, -0.7]))
     obs = torch.randn(64, 3)
 
     def library_dist():
         mean = agent.actor(obs)
-        return torch.distributions.Normal(mean, agent.actor_logstd.expand_as(mean).exp())
+        return torch.distributions.Normal(mean, agent.actor_logstd.exp().expand_as(mean))
 
     assert_policy_equals_library(lambda o, a: agent.get_action_and_value(o, a)[:3], library_dist, obs,
                                  list(agent.actor.parameters()) + [agent.actor_logstd], continuous=True)
@@ -50,7 +50,7 @@ def test_written_out_gaussian_equals_torch_distributions_bit_for_bit(module=ppo)
 def test_initial_policy_mean_is_near_zero_with_unit_std(module=ppo):
     agent = module.Agent(4, 3)
     assert agent.actor(torch.randn(100, 4)).abs().max() < 0.1
-    assert torch.equal(agent.actor_logstd, torch.zeros(1, 3))
+    assert torch.equal(agent.actor_logstd, torch.zeros(3))
 
 
 def test_running_mean_std_matches_numpy_over_batches(module=ppo):

@@ -1,0 +1,819 @@
+"""The derivations page, docs/derivations.html: from the policy-gradient theorem to the clipped
+surrogate, each equation that a script computes beside the lines that compute it, and every
+`# math:` line of the scripts linked back to its place here.
+
+    python docs/build.py      # writes docs/derivations.html with the other pages
+
+Nothing here names a line number. A line of code is named by the definition that holds it and a
+piece of its text (`Code("vpg", "compute_gae", "next_advantage = deltas[t]")`), found when the
+page is built; a `# math:` line by its LaTeX (`MATH_LINKS`). The build stops with a message when
+one of them no longer resolves: a piece of text found in no line or in two, a `# math:` line
+whose LaTeX is in no entry, an entry that no script holds any more, or a `# math:` line whose
+section of its script's page shares no line with the code links of the place it points to.
+
+Text in SECTIONS is written with `$...$` for a formula inside a sentence, `{eq:id}` for a link to
+an equation (shown as its number) and `{sec:id}` for a link to a section; the rest is prose as
+the script pages show it (`backticks` as code).
+"""
+
+import ast
+import functools
+import html
+import re
+import sys
+from dataclasses import dataclass, field
+
+PAGE = "derivations.html"
+
+
+@dataclass(frozen=True)
+class Code:
+    """A line of a script: in the definition `where` ("compute_gae", "Agent.get_action"), the one
+    line of code (not a comment, not the docstring) that contains `text`; `text` None: the `def`."""
+    script: str
+    where: str
+    text: str | None = None
+
+
+def each(scripts: list[str], where: str, *texts: str) -> list[Code]:
+    return [Code(s, where, t) for s in scripts for t in texts]
+
+
+@dataclass
+class Eq:
+    """A displayed equation (LaTeX), with the id it is linked by and the lines that compute it."""
+    id: str
+    latex: str
+    code: list[Code] = field(default_factory=list)
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    blocks: list  # str (a paragraph) or Eq
+
+
+ALL = ["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_continuous"]
+CRITIC = ["vpg", "trpo", "ppo_discrete", "ppo_continuous"]
+PPO = ["ppo_discrete", "ppo_continuous"]
+ACTION = {"reinforce": "Agent.get_action", "vpg": "Agent.get_action", "trpo": "Agent.get_action",
+          "ppo_discrete": "Agent.get_action_and_value", "ppo_continuous": "Agent.get_action_and_value"}
+
+
+def heads(scripts: list[str], *texts: str) -> list[Code]:
+    """A line of each script's policy head (`get_action` or `get_action_and_value`)."""
+    return [Code(s, ACTION[s], t) for s in scripts for t in texts]
+
+
+SECTIONS = [
+    Section("pg-theorem", "The policy-gradient theorem", [
+        "A stochastic policy $\\pi_\\theta(a|s)$ plays episodes $\\tau = (s_0, a_0, r_0, s_1, a_1, r_1, \\dots, s_T)$; "
+        "we want the weights θ that maximise the expected return. The return is a function of the sampled "
+        "episode, and the environment that produced it cannot be differentiated, so the gradient has to be "
+        "moved onto something we can differentiate: the log-probability of the actions.",
+        Eq("eq-objective", r"J(\theta) = \mathbb{E}_{\tau\sim p_\theta}\big[R(\tau)\big] = \int p_\theta(\tau)\, R(\tau)\, d\tau,"
+                           r" \qquad R(\tau) = \sum_{t=0}^{T-1} r_t"),
+        "The log-derivative trick: wherever $p_\\theta(\\tau) > 0$, the derivative of a logarithm is the "
+        "derivative of its argument divided by it.",
+        Eq("eq-log-derivative", r"\nabla_\theta\, p_\theta(\tau) = p_\theta(\tau)\, \nabla_\theta \log p_\theta(\tau)"),
+        "Taking the gradient inside the integral ($R(\\tau)$ depends on θ only through which τ is drawn) and "
+        "using {eq:eq-log-derivative} turns the gradient of an expectation into an expectation, which samples "
+        "can estimate:",
+        Eq("eq-pg-trajectory", r"\nabla_\theta J = \int \nabla_\theta\, p_\theta(\tau)\, R(\tau)\, d\tau"
+                               r" = \mathbb{E}_{\tau\sim p_\theta}\big[\nabla_\theta \log p_\theta(\tau)\, R(\tau)\big]"),
+        "The probability of an episode is a product of the start-state distribution, the policy's choices and "
+        "the environment's transitions. Its logarithm is a sum, and only the policy's terms depend on θ: the "
+        "dynamics, which we neither know nor can differentiate, drop out.",
+        Eq("eq-log-trajectory", r"\begin{array}{rl} \log p_\theta(\tau) &= \log\rho_0(s_0) + \sum_{t=0}^{T-1}"
+                                r" \left(\log\pi_\theta(a_t|s_t) + \log P(s_{t+1}, r_t \mid s_t, a_t)\right) \\"
+                                r" \nabla_\theta \log p_\theta(\tau) &= \sum_{t=0}^{T-1} \nabla_\theta \log\pi_\theta(a_t|s_t)"
+                                r" \end{array}"),
+        "Putting {eq:eq-log-trajectory} into {eq:eq-pg-trajectory} gives the policy gradient: raise the "
+        "log-probability of every action of an episode in proportion to the episode's return. Williams's "
+        "(1992) REINFORCE algorithms follow this gradient in expectation; Sutton et al. (2000, Theorem 1, eq. 2) write the same "
+        "gradient per state and action, $\\sum_s d^\\pi(s) \\sum_a \\nabla_\\theta\\pi(a|s)\\, Q^\\pi(s,a)$, a form "
+        "with no derivative of the distribution of states.",
+        Eq("eq-pg", r"\nabla_\theta J = \mathbb{E}_{\tau\sim p_\theta}\big[\sum_{t=0}^{T-1}"
+                    r" \nabla_\theta \log\pi_\theta(a_t|s_t)\, R(\tau)\big]"),
+        "Averaging the bracket over a batch of sampled episodes estimates the gradient without bias. Autograd "
+        "cannot differentiate through the sampling, so every script builds a loss whose gradient is the "
+        "estimate: minus the sum of $\\log\\pi_\\theta(a_t|s_t)$ weighted by the return, the return held "
+        "constant. Its value measures nothing; only its gradient is used. The log-probabilities themselves "
+        "are in {sec:pieces}.",
+    ]),
+    Section("reward-to-go", "Reward-to-go: past rewards drop out", [
+        "In {eq:eq-pg} the log-probability of $a_t$ is weighted by the whole return, rewards received before "
+        "$a_t$ was chosen included. Those cannot depend on $a_t$. They add nothing in expectation, only noise, "
+        "because the gradient of a log-probability has mean zero under its own distribution: the "
+        "probabilities sum to one whatever θ is.",
+        Eq("eq-score-zero", r"\mathbb{E}_{a\sim\pi_\theta(\cdot|s)}\big[\nabla_\theta\log\pi_\theta(a|s)\big]"
+                            r" = \sum_a \pi_\theta(a|s)\, \frac{\nabla_\theta\pi_\theta(a|s)}{\pi_\theta(a|s)}"
+                            r" = \nabla_\theta \sum_a \pi_\theta(a|s) = \nabla_\theta 1 = 0"),
+        "(For continuous actions the sums are integrals.) Take a reward $r_{t'}$ with $t' < t$. Given "
+        "everything up to $s_t$, that reward is fixed and $a_t$ is drawn afresh from $\\pi_\\theta(\\cdot|s_t)$, "
+        "so the inner expectation is {eq:eq-score-zero}:",
+        Eq("eq-past-rewards", r"\mathbb{E}\big[r_{t'}\, \nabla_\theta\log\pi_\theta(a_t|s_t)\big]"
+                              r" = \mathbb{E}\big[r_{t'}\; \mathbb{E}_{a_t\sim\pi_\theta(\cdot|s_t)}"
+                              r"\big[\nabla_\theta\log\pi_\theta(a_t|s_t)\big]\big] = 0 \qquad (t' < t)"),
+        "Dropping those terms credits each action with the rewards that followed it, its reward-to-go $G_t$. "
+        "The expectation is unchanged; the variance is usually lower, since what was dropped had mean zero.",
+        Eq("eq-reward-to-go", r"\nabla_\theta J = \mathbb{E}\big[\sum_{t=0}^{T-1}"
+                              r" \nabla_\theta\log\pi_\theta(a_t|s_t)\, G_t\big],"
+                              r" \qquad G_t = \sum_{t'=t}^{T-1} r_{t'}"),
+        "The scripts also discount: a reward $l$ steps after the action counts $\\gamma^l$. Within an episode "
+        "the discounted reward-to-go obeys a one-step recursion, run backwards over the rollout; at the last "
+        "step of an episode ($\\text{done}_t = 1$) it restarts, so that no sum crosses into the next episode.",
+        Eq("eq-discounted-rtg", r"G_t = \sum_{l\geq 0} \gamma^l r_{t+l} = r_t + \gamma\,(1 - \text{done}_t)\, G_{t+1}",
+           [Code("reinforce", "compute_returns", "next_return = rewards[t] + gamma * (1.0 - dones[t]) * next_return")]),
+        "With γ < 1 the expectation is no longer $\\nabla_\\theta J$ but the discounted policy gradient "
+        "$g^\\gamma$ of Schulman et al. (2016, eq. 6): a bias accepted because distant rewards, on which an "
+        "action has little influence, add much variance. The scripts do not also weight step t by "
+        "$\\gamma^t$, as the gradient of the discounted return from the first state would (Sutton & Barto "
+        "2018, §13.3): a late step counts as much as an early one. reinforce.py has no critic to estimate what "
+        "a time limit cut off, so it plays each episode to its end and counts a time-limit cut as an end: its "
+        "returns are those collected within the limit.",
+        "Over a batch D of episodes, the estimate and the loss that reinforce.py differentiates:",
+        Eq("eq-reinforce-estimate", r"\hat g = \frac{1}{|D|} \sum_{\tau\in D} \sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\, G_t",
+           [Code("reinforce", "reinforce_loss", "return -(logprob * returns).mean()")]),
+        Eq("eq-reinforce-loss", r"L(\theta) = -\frac{1}{B}\sum_t \log\pi_\theta(a_t|s_t)\, G_t, \qquad"
+                                r" -\nabla_\theta L = \frac{|D|}{B}\, \hat g",
+           [Code("reinforce", "reinforce_loss", "return -(logprob * returns).mean()")]),
+        "The loss is a mean over the B steps of the batch, not over its |D| episodes: that multiplies "
+        "the estimate by |D|/B, one over the mean episode length. The direction is kept; the scale drifts as "
+        "episodes grow longer.",
+    ]),
+    Section("baseline", "The baseline: any function of the state, and the value function", [
+        "The same argument removes more. A baseline $b(s_t)$, anything computed from the state (or from what "
+        "happened before $a_t$ was drawn) but not from $a_t$ or what follows, comes out of the inner "
+        "expectation, and {eq:eq-score-zero} makes the product vanish:",
+        Eq("eq-baseline-zero", r"\mathbb{E}\big[\nabla_\theta\log\pi_\theta(a_t|s_t)\, b(s_t)\big]"
+                               r" = \mathbb{E}_{s_t}\left[b(s_t)\; \mathbb{E}_{a_t\sim\pi_\theta(\cdot|s_t)}"
+                               r"\big[\nabla_\theta\log\pi_\theta(a_t|s_t)\big]\right] = 0"),
+        "So any state-dependent baseline can be subtracted from the reward-to-go without changing the "
+        "expected gradient (the reinforcement baseline of Williams 1992; Sutton et al. 2000, §3). It changes "
+        "the variance, and that is its purpose.",
+        Eq("eq-pg-baseline", r"\nabla_\theta J = \mathbb{E}\big[\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,"
+                             r" \big(G_t - b(s_t)\big)\big]"),
+        "A natural choice, the one Sutton et al. (2000, §3) suggest, is the value of the state, the return the "
+        "policy gets from $s_t$ on average. Then $G_t - b(s_t)$ is positive exactly when what followed the "
+        "action was better than the policy's average from that state. In expectation, given the state and the "
+        "action, the reward-to-go is the action value $Q^\\pi$, and subtracting the value leaves the advantage:",
+        Eq("eq-advantage", r"\begin{array}{c} V^\pi(s_t) = \mathbb{E}\big[G_t \mid s_t\big],"
+                           r" \qquad Q^\pi(s_t, a_t) = \mathbb{E}\big[G_t \mid s_t, a_t\big], \\"
+                           r" A^\pi(s_t, a_t) = Q^\pi(s_t, a_t) - V^\pi(s_t) \end{array}"),
+        Eq("eq-pg-advantage", r"\nabla_\theta J = \mathbb{E}\big[\sum_t"
+                              r" \nabla_\theta\log\pi_\theta(a_t|s_t)\, A^\pi(s_t, a_t)\big]"),
+        "($G_t$ may be replaced by its expectation given $s_t$ and $a_t$ inside the outer expectation; the "
+        "value is a baseline.) $V^\\pi$ is not known. The scripts with a critic use an estimate $\\hat A_t$ in "
+        "its place ({sec:gae}). With the batch average $\\hat{\\mathbb{E}}_t$ this is the estimator and the "
+        "objective of Schulman et al. (2017, eqs. 1 and 2); vpg.py descends the objective's negative:",
+        Eq("eq-vpg-loss", r"L^{PG}(\theta) = -\frac{1}{B}\sum_t \log\pi_\theta(a_t|s_t)\, \hat A_t, \qquad"
+                          r" -\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\, \hat A_t",
+           [Code("vpg", "vpg_loss", "return -(logprob * advantages).mean()")]),
+        "The critic $V_\\phi$ learns the value by regression on targets $\\hat R_t$, which {sec:gae} gives "
+        "too; vpg.py and trpo.py take several Adam steps on it per batch, after the policy's step.",
+        Eq("eq-critic-loss", r"L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2",
+           each(["vpg", "trpo"], "value_loss", "return ((value - returns) ** 2).mean()")),
+        "vpg.py and trpo.py standardise the advantages over the batch, the PPO scripts over each minibatch "
+        "(unless `--no-norm-adv`), and reinforce.py its returns with `--norm-returns`. Subtracting the mean is "
+        "a baseline, a constant one, though computed from the same samples; dividing by the standard deviation "
+        "rescales the step and keeps its direction. In PPO's clipped objective ({sec:clip}) the shift does "
+        "more: it changes which samples are clipped.",
+        Eq("eq-normalise-advantages",
+           r"\hat A_t \leftarrow \frac{\hat A_t - \operatorname{mean}(\hat A)}{\operatorname{std}(\hat A) + 10^{-8}}",
+           [Code("reinforce", "train", "b_returns = (b_returns - b_returns.mean()) / (b_returns.std() + 1e-8)")]
+           + each(["vpg", "trpo"], "train", "b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)")
+           + each(PPO, "train", "mb_advantages = ((mb_advantages - mb_advantages.mean())")),
+    ]),
+    Section("gae", "Generalised advantage estimation", [
+        "With a critic V, the reward-to-go can be replaced, in part or in whole, by the critic's prediction. "
+        "Each step replaced usually lowers the variance, and adds bias wherever V is wrong. Generalised advantage "
+        "estimation (Schulman et al. 2016) mixes all the choices with one parameter, λ. Its unit is the TD "
+        "residual: one real reward, then the critic's guess. If V were the true value $V^{\\pi,\\gamma}$, its "
+        "expectation given $s_t$ and $a_t$ would be the advantage, $Q^{\\pi,\\gamma}(s_t,a_t) - V^{\\pi,\\gamma}(s_t)$.",
+        Eq("eq-td-residual", r"\delta_t = r_t + \gamma V(s_{t+1}) - V(s_t)",
+           each(CRITIC, "compute_gae", "deltas = rewards + gamma * (1.0 - terminations) * next_values - values")),
+        "Summing k residuals, the values in between cancel in pairs: k real rewards remain, then the "
+        "critic's guess for the rest. Small k leans on the critic (low variance, biased where V is wrong); as k "
+        "grows, the estimate tends to the reward-to-go minus the baseline of {sec:baseline}.",
+        Eq("eq-k-step", r"\hat A_t^{(k)} = \sum_{l=0}^{k-1} \gamma^l \delta_{t+l}"
+                        r" = -V(s_t) + \sum_{l=0}^{k-1} \gamma^l r_{t+l} + \gamma^k V(s_{t+k})"),
+        "GAE averages them all with weights $(1-\\lambda)\\lambda^{k-1}$, which sum to one. The residual "
+        "$\\delta_{t+l}$ appears in every $\\hat A_t^{(k)}$ with k > l, each time with the factor $\\gamma^l$, so its "
+        "total weight is $\\gamma^l (1-\\lambda)\\sum_{k>l}\\lambda^{k-1} = (\\gamma\\lambda)^l$ (Schulman et al. 2016, "
+        "eq. 16):",
+        Eq("eq-gae", r"\hat A_t = (1-\lambda)\big(\hat A_t^{(1)} + \lambda \hat A_t^{(2)} + \lambda^2 \hat A_t^{(3)} + \dots\big)"
+                     r" = \sum_{l\geq 0} (\gamma\lambda)^l \delta_{t+l}"),
+        "A geometric sum obeys a one-step recursion, so one backward pass over the rollout computes every "
+        "$\\hat A_t$:",
+        Eq("eq-gae-recursion", r"\hat A_t = \delta_t + \gamma\lambda\, \hat A_{t+1}",
+           each(CRITIC, "compute_gae", "next_advantage = deltas[t] + gamma * gae_lambda * not_dones[t] * next_advantage")),
+        "The two ends. λ = 0 keeps the first residual alone: low variance, biased unless V is exact. λ = 1 "
+        "lets the intermediate values cancel: the discounted reward-to-go minus the baseline, unbiased "
+        "(for $g^\\gamma$) whatever V is, and as noisy as {eq:eq-pg-baseline}.",
+        Eq("eq-gae-ends", r"\lambda = 0:\ \hat A_t = \delta_t, \qquad"
+                          r" \lambda = 1:\ \hat A_t = \sum_{l\geq 0}\gamma^l r_{t+l} - V(s_t)"),
+        "Adding the value back gives a target for the critic, $\\hat R_t = \\hat A_t + V(s_t)$. vpg.py and "
+        "trpo.py regress on the targets of λ = 1, the discounted rewards-to-go, each bootstrapped with the "
+        "critic where the data stops (k steps on, at the end of the episode or of the batch; the bootstrap is "
+        "0 after a termination). The PPO scripts regress on the λ-returns $\\hat A_t + V(s_t)$ of their own λ, as "
+        "PPO's reference code does.",
+        Eq("eq-gae-returns", r"\hat R_t = \hat A_t + V(s_t) \ \overset{\lambda=1}{=}\ "
+                             r"\sum_{l=0}^{k-1} \gamma^l r_{t+l} + \gamma^k V(s_{t+k})",
+           each(CRITIC, "compute_gae", "return advantages, advantages + values")
+           + each(["vpg", "trpo"], "train", "_, returns = compute_gae(rewards, values, next_values, terminations, truncations,")
+           + each(PPO, "train", "advantages, returns = compute_gae(rewards, values, next_values, terminal, truncations,")),
+        "Episodes end inside a rollout of T steps, and the sums must stop there: a residual of the next "
+        "episode says nothing about this action. How the last residual of an episode is formed depends on why "
+        "the episode ended (Gymnasium's two flags). Terminated: the episode reached a state with no future, "
+        "whose value is 0, so $\\delta_t = r_t - V(s_t)$. Truncated: a time limit cut it, which the agent cannot "
+        "see coming (the time left is not in its observation); its future is estimated by the critic at the "
+        "real last observation, not at the first observation of the next episode, which the vector env returns "
+        "in its place (Pardo et al. 2018). A rollout that ends mid-episode is cut the same way: "
+        "$\\delta_{T-1}$ bootstraps with $V(s_T)$ and the sum stops, $\\hat A_T = 0$, the truncated GAE of "
+        "Schulman et al. (2017, eqs. 11 and 12). With done = terminated or truncated:",
+        Eq("eq-gae-episode-ends", r"\begin{array}{rl} \delta_t &= r_t + \gamma\,(1 - \text{terminated}_t)\, V(s_{t+1})"
+                                  r" - V(s_t) \\ \hat A_t &= \delta_t + \gamma\lambda\,(1 - \text{done}_t)\, \hat A_{t+1},"
+                                  r" \qquad \hat A_T = 0 \end{array}",
+           each(CRITIC, "compute_gae", "deltas = rewards + gamma * (1.0 - terminations) * next_values - values",
+                "not_dones = 1.0 - torch.maximum(terminations, truncations)")
+           + each(CRITIC, "train", "next_values = torch.cat([values[1:], next_value[None]])",
+                  "next_values = torch.where(truncations.bool(), final_values, next_values)")),
+        "Here $V(s_{t+1})$ is the next stored value, $V(s_T)$ at the rollout's end, and V of the final "
+        "observation where step t was truncated. The PPO scripts' `--no-bootstrap-truncation`, an ablation, "
+        "counts a truncation as a termination, as CleanRL does.",
+    ]),
+    Section("surrogate", "The importance-sampled surrogate", [
+        "vpg.py takes one gradient step per batch and then discards the batch: after the step the data no "
+        "longer comes from the current policy. To choose the size of a step, or to take several, we need an "
+        "objective that can be evaluated at any θ with data collected by $\\pi_{\\theta_{old}}$. Importance "
+        "sampling reweights each sample by how much more likely the new policy makes it. It needs "
+        "$\\pi_{\\theta_{old}}(a|s) > 0$ wherever $\\pi_\\theta(a|s) > 0$, true of the softmax and Gaussian "
+        "policies here, which give every action a positive probability or density.",
+        Eq("eq-importance", r"\mathbb{E}_{a\sim\pi_\theta(\cdot|s)}\big[f(a)\big]"
+                            r" = \mathbb{E}_{a\sim\pi_{\theta_{old}}(\cdot|s)}"
+                            r"\left[\frac{\pi_\theta(a|s)}{\pi_{\theta_{old}}(a|s)}\, f(a)\right]"),
+        "Applied to the advantage in {eq:eq-pg-advantage}, with the states left as $\\pi_{\\theta_{old}}$ "
+        "visited them, it gives the surrogate objective. It is TRPO's objective (Schulman et al. 2015, eq. 14, "
+        "which weights by Q where we weight by A: in expectation they differ by a term that does not depend on "
+        "θ) and PPO's $L^{CPI}$ (Schulman et al. 2017, eq. 6). The scripts form the ratio from log-probabilities, "
+        "as the exponential of their difference.",
+        Eq("eq-ratio", r"r_t(\theta) = \frac{\pi_\theta(a_t|s_t)}{\pi_{\theta_{old}}(a_t|s_t)}"
+                       r" = \exp\big(\log\pi_\theta(a_t|s_t) - \log\pi_{\theta_{old}}(a_t|s_t)\big)",
+           each(PPO, "ppo_loss", "logratio = new_logprob - old_logprob", "ratio = logratio.exp()")
+           + [Code("trpo", "surrogate", "return ((logprob - old_logprob).exp() * advantages).mean()")]),
+        Eq("eq-surrogate", r"L(\theta) = \hat{\mathbb{E}}_t\big[r_t(\theta)\, \hat"
+                           r" A_t\big] = \frac{1}{B}\sum_t r_t(\theta)\, \hat A_t",
+           [Code("trpo", "surrogate", "return ((logprob - old_logprob).exp() * advantages).mean()")]),
+        "At $\\theta = \\theta_{old}$ the ratio is 1 and its gradient is the gradient of the log-probability, "
+        "so the surrogate's gradient there is the policy gradient of {eq:eq-vpg-loss}: L agrees with the true "
+        "objective to first order.",
+        Eq("eq-surrogate-gradient", r"\begin{array}{rl} \text{at } \theta = \theta_{old}: \quad \nabla_\theta r_t(\theta)"
+                                    r" &= \frac{\nabla_\theta\pi_\theta(a_t|s_t)}{\pi_{\theta_{old}}(a_t|s_t)}"
+                                    r" = \nabla_\theta\log\pi_\theta(a_t|s_t), \\"
+                                    r" \nabla_\theta L(\theta_{old}) &="
+                                    r" \hat{\mathbb{E}}_t\big[\nabla_\theta\log\pi_\theta(a_t|s_t)\, \hat A_t\big] = g"
+                                    r" \end{array}",
+           [Code("trpo", "trpo_step", "g = flat_grad(objective, params)")]),
+        "Away from $\\theta_{old}$, L ignores that π_θ would visit the states with other frequencies. "
+        "Schulman et al. (2015, §3) bound the error by a multiple of the largest KL divergence between the two "
+        "policies over the states. The next two sections keep $\\pi_\\theta$ close to $\\pi_{\\theta_{old}}$, "
+        "TRPO with a constraint, PPO with a clip.",
+    ]),
+    Section("trust-region", "The trust region and the natural gradient", [
+        "TRPO maximises the surrogate subject to a bound δ on the KL divergence from the old policy, "
+        "averaged over the batch's states. The theory asks for the maximum over states; the mean stands in "
+        "for it, since a maximum would be one constraint per state (Schulman et al. 2015, eqs. 11 and 12). The "
+        "KL itself is computed in closed form ({sec:pieces}).",
+        Eq("eq-trust-region", r"\max_\theta\ L(\theta) \quad \text{subject to} \quad \overline{\mathrm{KL}}(\theta)"
+                              r" = \hat{\mathbb{E}}_{s}\left[\mathrm{KL}\big(\pi_{\theta_{old}}(\cdot|s)\,\|\,"
+                              r"\pi_\theta(\cdot|s)\big)\right] \leq \delta",
+           [Code("trpo", "mean_kl", "return kl.sum(-1).mean()")]),
+        "It is solved approximately, with L to first order and the KL to second order around $\\theta_{old}$, "
+        "with $\\Delta = \\theta - \\theta_{old}$. The KL has no constant or linear term: at Δ = 0 it is 0, its "
+        "minimum, so its gradient is 0 there too.",
+        Eq("eq-models", r"L(\theta_{old} + \Delta) \approx L(\theta_{old}) + g^\top\Delta, \qquad"
+                        r" \overline{\mathrm{KL}}(\theta_{old} + \Delta) \approx \tfrac12\, \Delta^\top H \Delta,"
+                        r" \qquad H = \nabla_\theta^2\, \overline{\mathrm{KL}}\,\big|_{\theta_{old}}"),
+        "Differentiating $\\mathrm{KL} = \\sum_a \\pi_{\\theta_{old}}(\\log\\pi_{\\theta_{old}} - \\log\\pi_\\theta)$ twice "
+        "leaves minus the expected Hessian of $\\log\\pi_\\theta$. Since "
+        "$\\nabla^2\\log\\pi = \\nabla^2\\pi/\\pi - \\nabla\\log\\pi\\,\\nabla\\log\\pi^\\top$ and "
+        "$\\sum_a \\nabla^2\\pi_\\theta(a|s) = \\nabla^2 1 = 0$, at $\\theta_{old}$ that is the expected outer product "
+        "of the score: H is the Fisher information matrix of the policy, averaged over states (Schulman et al. "
+        "2015, appendix C).",
+        Eq("eq-fisher", r"\begin{array}{rl} H &= -\hat{\mathbb{E}}_s\,"
+                        r" \mathbb{E}_{a\sim\pi_{\theta_{old}}}\big[\nabla_\theta^2\log\pi_\theta(a|s)\big] \\"
+                        r" &= \hat{\mathbb{E}}_s\, \mathbb{E}_{a\sim\pi_{\theta_{old}}}\big[\nabla_\theta\log\pi_\theta(a|s)\,"
+                        r" \nabla_\theta\log\pi_\theta(a|s)^\top\big] = F \end{array}"),
+        "A linear objective on an ellipsoid: at the optimum g is parallel to $H\\Delta$ (a Lagrange "
+        "multiplier), so Δ points along $H^{-1}g$, and the step goes to the boundary, where "
+        "$\\tfrac12\\beta^2 (H^{-1}g)^\\top H (H^{-1}g) = \\tfrac12\\beta^2 g^\\top H^{-1} g = \\delta$ "
+        "(Schulman et al. 2015, appendix C):",
+        Eq("eq-natural-step", r"\Delta = \beta\, H^{-1} g, \qquad \beta = \frac{\sqrt{2\delta}}{\sqrt{g^\top H^{-1} g}}"),
+        "$H^{-1}g$ is the natural gradient (Kakade 2002): the direction of steepest ascent when a step is "
+        "measured by how much it changes the policy (the KL, to second order) rather than by how far it moves "
+        "the weights. The natural policy gradient takes a step of a set size along it; TRPO sizes the step "
+        "from δ and then checks it (Schulman et al. 2015, §7). trpo.py solves the damped system $(H + cI)x = g$: "
+        "H, estimated from one batch, can be near singular, and the damping c (`--cg-damping`) keeps the system "
+        "well conditioned. The step then uses $x^\\top(H+cI)x$ where {eq:eq-natural-step} has $g^\\top H^{-1}g$.",
+        Eq("eq-damped-step", r"\begin{array}{c} x \approx (H + cI)^{-1} g, \qquad \Delta = \beta x, \\"
+                             r" \tfrac12\beta^2\, x^\top(H+cI)x = \delta \quad\iff\quad"
+                             r" \beta = \frac{\sqrt{2\delta}}{\sqrt{x^\top(H+cI)x}}"
+                             r" \end{array}",
+           [Code("trpo", "trpo_step", "x = conjugate_gradient(fvp, g, 10)"),
+            Code("trpo", "trpo_step", "full_step = (2 * args.max_kl / (x @ fvp(x)).clamp_min(1e-30)) ** 0.5 * x")]),
+        "For n weights H has n² entries, costly to form and to invert. Conjugate gradient never forms it: it "
+        "needs only products Hv, and each is one more backward pass: differentiate the scalar "
+        "$(\\nabla_\\theta\\overline{\\mathrm{KL}})^\\top v$, with v held fixed. Schulman et al. (2015, appendix C.1) "
+        "compute the same product through the Jacobian of the distribution's parameters; differentiating "
+        "twice, as here, is the generic way they mention.",
+        Eq("eq-fisher-vector", r"H v = \nabla_\theta\big((\nabla_\theta\overline{\mathrm{KL}})^\top v\big)",
+           [Code("trpo", "fisher_vector_product", "kl_grad = flat_grad(kl, params, create_graph=True)"),
+            Code("trpo", "fisher_vector_product", "return lambda v: flat_grad(kl_grad @ v, params, retain_graph=True)")]),
+        "Conjugate gradient solves $Ax = b$, for A symmetric positive definite, by minimising "
+        "$f(x) = \\tfrac12 x^\\top A x - b^\\top x$, whose gradient $Ax - b$ is minus the residual r. Each step "
+        "minimises f exactly along the search direction p (that is α), and the next direction is made "
+        "conjugate to the last ($p_{new}^\\top A p = 0$), so that each step minimises f over all the directions "
+        "taken so far; in exact arithmetic it reaches the solution in at most n steps for n unknowns (Nocedal & "
+        "Wright 2006, ch. 5). TRPO stops after 10 (Schulman et al. 2015, appendix C.1).",
+        Eq("eq-conjugate-gradient", r"\alpha = \frac{r^\top r}{p^\top A p}, \qquad x \leftarrow x + \alpha p, \qquad"
+                                    r" r_{new} = r - \alpha A p, \qquad p \leftarrow"
+                                    r" r_{new} + \frac{r_{new}^\top r_{new}}{r^\top r}\, p",
+           [Code("trpo", "conjugate_gradient", "alpha = r_dot_r / (p @ Ap)"),
+            Code("trpo", "conjugate_gradient", "x, r = x + alpha * p, r - alpha * Ap"),
+            Code("trpo", "conjugate_gradient", "p, r_dot_r = r + (new_r_dot_r / r_dot_r) * p, new_r_dot_r")]),
+        "The step was sized on models, a linear L and a quadratic KL, which far from $\\theta_{old}$ can be "
+        "wrong. The line search measures both: it shrinks the step geometrically and keeps the first that "
+        "stays inside the region and raises L (Schulman et al. 2015, appendix C); if none does, θ stays. "
+        "trpo.py tries $0.8^k$ for k = 0, …, 9.",
+        Eq("eq-line-search", r"\theta = \theta_{old} + 0.8^k\, \beta x, \ k = 0, 1, \dots, 9: \quad \text{the first with} \quad"
+                             r" \overline{\mathrm{KL}}(\theta) \leq \delta \ \text{ and } \ L(\theta) > L(\theta_{old})",
+           [Code("trpo", "line_search", "nn.utils.vector_to_parameters(old_params + backtrack_coef**k * full_step, params)"),
+            Code("trpo", "trpo_step", "return (mean_kl(agent, obs, old) <= args.max_kl"),
+            Code("trpo", "trpo_step", "backtracks = line_search(params, full_step, acceptable, 0.8, 10)")]),
+    ]),
+    Section("clip", "The clipped surrogate", [
+        "TRPO's constraint needs second-order machinery and allows one step per batch. PPO keeps "
+        "first-order steps, many minibatch steps over several epochs on one batch, and changes the objective "
+        "instead, so that it stops rewarding a policy that moves far from the one that collected the data "
+        "(Schulman et al. 2017, eq. 7):",
+        Eq("eq-clip", r"L^{CLIP}(\theta) = \hat{\mathbb{E}}_t\left[\min\big(r_t(\theta)\hat A_t,\ "
+                      r"\mathrm{clip}(r_t(\theta), 1-\epsilon, 1+\epsilon)\, \hat A_t\big)\right]",
+           each(PPO, "surrogate", "clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)",
+                "return torch.min(ratio * advantages, clipped_ratio * advantages).mean()")),
+        "What the min does depends on the sign of the advantage. For $\\hat A_t > 0$, multiplying by $\\hat A_t$ "
+        "keeps the order, so the min picks the smaller ratio; below 1 − ε the clip raises r, so there r itself "
+        "is the smaller. For $\\hat A_t < 0$ the order flips and the min picks the larger ratio.",
+        Eq("eq-clip-cases", r"\min\big(r\hat A,\ \mathrm{clip}(r, 1-\epsilon, 1+\epsilon)\hat A\big) ="
+                            r" \begin{cases} \hat A\, \min(r,\ 1+\epsilon) & \hat A > 0 \\"
+                            r" \hat A\, \max(r,\ 1-\epsilon) & \hat A < 0 \end{cases}"),
+        "With $\\hat A_t > 0$ (the action did better than expected) the term grows with $r_t$ up to 1 + ε and is "
+        "flat beyond: once $\\pi_\\theta$ makes the action 1 + ε times as likely as $\\pi_{\\theta_{old}}$ did, this "
+        "sample's gradient is zero. Below 1 − ε it keeps its full slope: a step that made a good action less "
+        "likely is pulled back. With $\\hat A_t < 0$ the mirror image: the term rises as $r_t$ falls, down to "
+        "1 − ε, and is flat below; above 1 + ε, a bad action made more likely, the unclipped term is the "
+        "minimum and its gradient pushes $r_t$ back down. The derivative of a sample's term "
+        "$\\ell_t = \\min(r_t\\hat A_t, \\mathrm{clip}(r_t, 1-\\epsilon, 1+\\epsilon)\\hat A_t)$, away from the kinks at "
+        "1 ± ε:",
+        Eq("eq-clip-gradient", r"\frac{\partial \ell_t}{\partial r_t} ="
+                               r" \begin{cases} 0 & \hat A_t > 0,\ r_t > 1+\epsilon"
+                               r" \ \text{ or } \ \hat A_t < 0,\ r_t < 1-\epsilon \\"
+                               r" \hat A_t & \text{otherwise} \end{cases}",
+           each(PPO, "surrogate", "return torch.min(ratio * advantages, clipped_ratio * advantages).mean()")),
+        "So the most a sample's term can gain by moving $r_t$ from 1 is $\\epsilon|\\hat A_t|$, and gradient "
+        "ascent has no reason to push $r_t$ beyond 1 ± ε in the direction its advantage favours. That removes "
+        "the incentive, not the possibility: the samples share the weights, and the others can carry $r_t$ past "
+        "the clip. The scripts log the share of samples outside [1 − ε, 1 + ε] as `clipfrac`. Taking the min "
+        "also makes $L^{CLIP}$ a lower bound on $L^{CPI}$ that agrees with it to first order at "
+        "$\\theta_{old}$ (Schulman et al. 2017, §3): near $r_t = 1$ the clip is inactive and both terms are "
+        "$r_t\\hat A_t$. In the first minibatch of an update the ratios are 1, and the gradient of $L^{CLIP}$ "
+        "is the policy gradient {eq:eq-surrogate-gradient} of that minibatch.",
+        Eq("eq-clip-bound", r"L^{CLIP}(\theta) \leq L^{CPI}(\theta) = \hat{\mathbb{E}}_t\big[r_t(\theta)\hat A_t\big], \qquad"
+                            r" \nabla_\theta L^{CLIP}(\theta_{old}) = \nabla_\theta L^{CPI}(\theta_{old})"),
+        "The PPO scripts train actor and critic with one loss, the negative of the objective of Schulman et "
+        "al. (2017, eq. 9): the clipped surrogate, a value error weighted by $c_1$ (`--vf-coef`), and an entropy "
+        "bonus weighted by $c_2$ (`--ent-coef`) that keeps the policy exploring.",
+        Eq("eq-ppo-loss", r"L(\theta) = -L^{CLIP} + c_1 L^{V} - c_2\, \hat{\mathbb{E}}_t\big[H(\pi_\theta(\cdot|s_t))\big]",
+           each(PPO, "ppo_loss", "pg_loss = -surrogate(ratio, advantages, clip_coef)",
+                "loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss")),
+        "The paper's value error is the plain squared error. PPO's reference code (OpenAI Baselines' ppo2) "
+        "also clips the critic's change around the rollout's prediction, with the same ε, and takes the larger "
+        "of the two errors, the critic's counterpart of the min above; the scripts follow it unless "
+        "`--no-clip-vloss` (Huang et al. 2022, core detail 9).",
+        Eq("eq-value-clip", r"\begin{array}{rl} V^{clip} &= V_{old} + \mathrm{clip}\big(V_\theta(s_t)"
+                            r" - V_{old},\ -\epsilon,\ \epsilon\big) \\"
+                            r" L^{V} &= \tfrac12\, \hat{\mathbb{E}}_t\left[\max\big((V_\theta(s_t)"
+                            r" - \hat R_t)^2,\ (V^{clip} - \hat R_t)^2\big)\right]"
+                            r" \end{array}",
+           each(PPO, "ppo_loss", "v_clipped = old_value + torch.clamp(new_value - old_value, -clip_coef, clip_coef)",
+                "v_loss = 0.5 * torch.max(v_loss_unclipped, (v_clipped - returns) ** 2).mean()")),
+    ]),
+    Section("pieces", "The pieces: log-densities, entropies, KL divergences, normalisation", [
+        "The equations above need a few formulas that belong to the distributions or to the data rather than "
+        "to the algorithm. A categorical policy (discrete actions) outputs logits z and is their softmax; "
+        "its log-probability is computed with `logsumexp`, which avoids overflowing exponentials.",
+        Eq("eq-log-softmax", r"\pi_\theta(a|s) = \frac{e^{z_a}}{\sum_b e^{z_b}},"
+                             r" \qquad \log\pi_\theta(a|s) = z_a - \log\sum_b e^{z_b}",
+           heads(["reinforce", "vpg", "trpo", "ppo_discrete"], "log_pi = logits - logits.logsumexp(-1, keepdim=True)")),
+        "A Gaussian policy (continuous actions) draws each component $a_j$ of the action independently from "
+        "$\\mathcal{N}(\\mu_{\\theta,j}(s), \\sigma_j^2)$, so the density is a product and the log-densities add up.",
+        Eq("eq-log-gaussian", r"\begin{array}{rl} \log\pi_\theta(a|s) &= \sum_j"
+                              r" \log\mathcal{N}\big(a_j; \mu_{\theta,j}(s), \sigma_j^2\big) \\"
+                              r" \log\mathcal{N}(a; \mu, \sigma^2) &= -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}"
+                              r" \end{array}",
+           heads(["reinforce", "vpg", "trpo", "ppo_continuous"], "log_density = (-((action - mean) ** 2) / (2 * std**2)",
+                 "logprob = log_density.sum(-1)")),
+        "The entropy, the expected negative log-probability. For the Gaussian, $\\mathbb{E}[(a-\\mu)^2] = \\sigma^2$, "
+        "which makes the first term ½: the entropy depends on σ alone, which here is the same in every state. "
+        "A Gaussian policy's entropy is the sum of this over the action's components.",
+        Eq("eq-entropy", r"\begin{array}{rl} H\big[\pi_\theta(\cdot|s)\big] &= -\sum_a \pi_\theta(a|s)\log\pi_\theta(a|s) \\"
+                         r" H\big[\mathcal{N}(\mu, \sigma^2)\big] &="
+                         r" \frac{\mathbb{E}\big[(a-\mu)^2\big]}{2\sigma^2} + \log\sigma + \tfrac12\log 2\pi"
+                         r" = \tfrac12 + \tfrac12\log 2\pi + \log\sigma \end{array}",
+           heads(["reinforce", "vpg", "trpo", "ppo_discrete"], "entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)")
+           + heads(["reinforce", "vpg", "trpo", "ppo_continuous"], "entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log())")),
+        "TRPO's constraint uses the KL divergence in closed form: per action dimension for the Gaussian (the "
+        "dimensions are independent, so the KLs add up), and as a sum over the actions for the categorical.",
+        Eq("eq-kl-closed", r"\begin{array}{rl} \mathrm{KL}\big(\mathcal{N}(\mu_{old},"
+                           r" \sigma_{old}^2)\,\|\,\mathcal{N}(\mu, \sigma^2)\big)"
+                           r" &= \log\sigma - \log\sigma_{old} + \frac{\sigma_{old}^2"
+                           r" + (\mu_{old} - \mu)^2}{2\sigma^2} - \tfrac12 \\"
+                           r" \mathrm{KL}\big(\pi_{old}(\cdot|s)\,\|\,\pi_\theta(\cdot|s)\big)"
+                           r" &= \sum_a \pi_{old}(a|s)\big(\log\pi_{old}(a|s) - \log\pi_\theta(a|s)\big) \end{array}",
+           [Code("trpo", "mean_kl", "kl = (logstd - old_logstd - 0.5"),
+            Code("trpo", "mean_kl", "kl = old_log_pi.exp() * (old_log_pi - log_pi)")]),
+        "The other scripts estimate how far an update moved the policy (for the logs, and for PPO's optional "
+        "early stop, `--target-kl`) from the batch's own samples $a \\sim \\pi_{old}$, with "
+        "$r = \\pi_\\theta/\\pi_{old}$ (J. Schulman, \"Approximating KL divergence\", 2020). $k_1$ is unbiased "
+        "by definition of the KL but can be negative; since $\\mathbb{E}_{a\\sim\\pi_{old}}[r] = \\sum_a \\pi_\\theta(a|s) = 1$, "
+        "adding $r - 1$ keeps the estimate unbiased, and since $\\log r \\leq r - 1$, $k_3$ is never negative.",
+        Eq("eq-kl-estimators", r"k_1 = -\log r, \qquad k_3 = (r - 1) - \log r, \qquad"
+                               r" \mathbb{E}_{a\sim\pi_{old}}[k_1] = \mathbb{E}_{a\sim\pi_{old}}[k_3]"
+                               r" = \mathrm{KL}\big(\pi_{old}\,\|\,\pi_\theta\big)",
+           each(["reinforce", "vpg"], "train", "approx_kl = ((logratio.exp() - 1) - logratio).mean()")
+           + each(PPO, "ppo_loss", '"old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),')),
+        "ppo_continuous.py normalises what the networks see and what the critic learns (Huang et al. 2022, "
+        "continuous details 6 to 9). Its running statistics merge each new batch B into the old summary "
+        "(count n, mean μ, variance σ²) with the parallel formula of Chan, Golub and LeVeque (1979): the "
+        "result is the mean and variance of the old and the new samples together, computed from the two "
+        "summaries alone.",
+        Eq("eq-running-moments", r"\delta = \mu_B - \mu, \quad N = n + n_B, \quad"
+                                 r" \mu \leftarrow \mu + \delta\, \frac{n_B}{N}, \quad"
+                                 r" \sigma^2 \leftarrow \frac{n\sigma^2 + n_B\sigma_B^2 + \delta^2\, n\, n_B / N}{N}",
+           [Code("ppo_continuous", "RunningMeanStd.update", "delta, total = batch_mean - self.mean, self.count + batch_count"),
+            Code("ppo_continuous", "RunningMeanStd.update", "self.mean = self.mean + delta * batch_count / total"),
+            Code("ppo_continuous", "RunningMeanStd.update", "m2 = (self.var * self.count + batch_var * batch_count")]),
+        "Each observation feature is brought to mean 0 and standard deviation 1 under those statistics and "
+        "clipped to ±c (c = 10).",
+        Eq("eq-normalise-observation", r"\tilde s = \mathrm{clip}\big((s - \mu_s) / \sqrt{\sigma_s^2 + 10^{-8}},\ -c,\ c\big)",
+           [Code("ppo_continuous", "Agent.normalize_obs", "normalized = (obs - self.obs_rms.mean) / np.sqrt(")]),
+        "Rewards are divided by the standard deviation of $R_t$, a running discounted sum of each env's past "
+        "rewards, restarted at each episode, rather than by the standard deviation of the rewards themselves; "
+        "the mean is not subtracted, so each reward keeps its sign.",
+        Eq("eq-reward-scaling", r"R_t = \gamma R_{t-1} + r_t, \qquad \tilde r_t = \mathrm{clip}\big(r_t"
+                                r" / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)",
+           [Code("ppo_continuous", "RewardScaler.scale", "self.discounted_return = self.gamma * self.discounted_return + reward"),
+            Code("ppo_continuous", "RewardScaler.scale", "scaled = reward / np.sqrt(self.return_rms.var + 1e-8)")]),
+    ]),
+]
+
+# Each `# math:` line of the scripts (its LaTeX, spaces collapsed) -> the equation here that it
+# links back to.
+MATH_LINKS = {
+    r"\log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)": "eq-log-gaussian",
+    r"\log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}": "eq-log-gaussian",
+    r"H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)": "eq-entropy",
+    r"\log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}": "eq-log-softmax",
+    r"H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)": "eq-entropy",
+    r"\hat g = \frac{1}{|D|} \sum_\tau \sum_t \nabla_\theta \log \pi_\theta(a_t|s_t)\, G_t": "eq-reinforce-estimate",
+    r"L(\theta) = -\frac{1}{B}\sum_t \log \pi_\theta(a_t|s_t)\, G_t": "eq-reinforce-loss",
+    r"-\nabla_\theta L = \frac{|D|}{B}\, \hat g": "eq-reinforce-loss",
+    r"k_3 = \mathbb{E}_t[(r_t - 1) - \log r_t]": "eq-kl-estimators",
+    r"k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)": "eq-kl-estimators",
+    r"L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t": "eq-vpg-loss",
+    r"-\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,\hat A_t": "eq-vpg-loss",
+    r"L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2": "eq-critic-loss",
+    r"\hat R_t = \sum_{l=0}^{k-1} \gamma^l r_{t+l} + \gamma^k V(s_{t+k})": "eq-gae-returns",
+    r"L(\theta) = \frac{1}{B}\sum_t r_t(\theta)\, \hat A_t": "eq-surrogate",
+    r"r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)": "eq-ratio",
+    r"\mathrm{KL}_j = \log\sigma_j - \log\sigma_{old,j}": "eq-kl-closed",
+    r"\qquad + (\sigma_{old,j}^2 + (\mu_{old,j} - \mu_j)^2) / (2\sigma_j^2) - \tfrac12": "eq-kl-closed",
+    r"\mathrm{KL} = \sum_a \pi_{old}(a|s)\, (\log\pi_{old}(a|s) - \log\pi_\theta(a|s))": "eq-kl-closed",
+    r"H v = \nabla_\theta \big( (\nabla_\theta \overline{\mathrm{KL}})^\top v \big)": "eq-fisher-vector",
+    r"\alpha = r^\top r / p^\top A p": "eq-conjugate-gradient",
+    r"x \leftarrow x + \alpha p, \quad r \leftarrow r - \alpha A p": "eq-conjugate-gradient",
+    r"p \leftarrow r + \frac{r_{new}^\top r_{new}}{r^\top r}\, p": "eq-conjugate-gradient",
+    r"\tfrac12 \beta^2 x^\top(H+cI)x = \delta \iff \beta = \sqrt{2\delta / x^\top(H+cI)x}": "eq-damped-step",
+    r"L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)": "eq-clip",
+    r"\bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)": "eq-clip",
+    r"V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)": "eq-value-clip",
+    r"L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]": "eq-value-clip",
+    r"L(\theta) = -L^{CLIP} + c_1 L^{V} - c_2\, \mathbb{E}_t[H(\pi_\theta(\cdot|s_t))]": "eq-ppo-loss",
+    r"\delta = \mu_B - \mu, \quad N = n + n_B, \quad \mu \leftarrow \mu + \delta\, n_B / N": "eq-running-moments",
+    r"\sigma^2 \leftarrow (n\sigma^2 + n_B\sigma_B^2 + \delta^2 n\, n_B / N) / N": "eq-running-moments",
+    r"\tilde s = \mathrm{clip}\big((s - \mu_s) / \sqrt{\sigma_s^2 + 10^{-8}},\ -c,\ c\big)": "eq-normalise-observation",
+    r"R_t = \gamma R_{t-1} + r_t": "eq-reward-scaling",
+    r"\tilde r_t = \mathrm{clip}\big(r_t / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)": "eq-reward-scaling",
+}
+
+REFERENCES = [
+    "T. F. Chan, G. H. Golub, R. J. LeVeque (1979). Updating formulae and a pairwise algorithm for computing "
+    "sample variances. Stanford University technical report.",
+    "S. Huang, R. F. J. Dossa, A. Raffin, A. Kanervisto, W. Wang (2022). The 37 implementation details of "
+    "proximal policy optimization. ICLR Blog Track.",
+    "S. Kakade (2002). A natural policy gradient. NeurIPS 14.",
+    "S. Kakade, J. Langford (2002). Approximately optimal approximate reinforcement learning. ICML.",
+    "J. Nocedal, S. J. Wright (2006). Numerical optimization, 2nd edition. Springer. Chapter 5: conjugate "
+    "gradient methods.",
+    "F. Pardo, A. Tavakoli, V. Levdik, P. Kormushev (2018). Time limits in reinforcement learning. ICML.",
+    "J. Schulman (2020). Approximating KL divergence. Blog post.",
+    "J. Schulman, S. Levine, P. Moritz, M. Jordan, P. Abbeel (2015). Trust region policy optimization. ICML; "
+    "arXiv:1502.05477.",
+    "J. Schulman, P. Moritz, S. Levine, M. Jordan, P. Abbeel (2016). High-dimensional continuous control using "
+    "generalized advantage estimation. ICLR; arXiv:1506.02438.",
+    "J. Schulman, F. Wolski, P. Dhariwal, A. Radford, O. Klimov (2017). Proximal policy optimization "
+    "algorithms. arXiv:1707.06347.",
+    "R. S. Sutton, A. G. Barto (2018). Reinforcement learning: an introduction, 2nd edition. MIT Press.",
+    "R. S. Sutton, D. McAllester, S. Singh, Y. Mansour (2000). Policy gradient methods for reinforcement "
+    "learning with function approximation. NeurIPS 12.",
+    "R. J. Williams (1992). Simple statistical gradient-following algorithms for connectionist reinforcement "
+    "learning. Machine Learning 8.",
+]
+
+CSS = """
+.derivations header, .derivations .intro, .derivations nav.pages, .derivations section, .derivations .references {
+  box-sizing: border-box; max-width: 1348px; margin: 0 auto; }
+.derivations .intro p, .derivations .intro ol { max-width: 44em; }
+.derivation code { white-space: nowrap; }
+.derivations h2 { font-size: 21px; margin: 34px 24px 6px; padding-top: 8px; border-top: 2px solid #ddd; }
+.dstep { display: grid; grid-template-columns: minmax(0, 44em) minmax(0, 1fr); column-gap: 20px; padding: 0 24px; }
+.dstep > .derivation p { margin: 8px 0; }
+.eqn { display: flex; align-items: center; gap: 12px; }
+.eqn > math { flex: 1 1 auto; min-width: 0; }
+.eqn mtd { math-style: normal; } .eqn mtd[columnalign="right"] { text-align: right; }
+.eqn mtd[columnalign="left"] { text-align: left; } .eqn mtd[columnalign="center"] { text-align: center; }
+.eqno { color: #5a5a66; white-space: nowrap; }
+.impl { align-self: end; padding: 4px 0; min-width: 0; }
+.impl .line { margin: 6px 0; }
+.impl pre { margin: 0; padding: 4px 8px; background: #f4f4f6; border-radius: 4px;
+            font: 12.5px/1.45 ui-monospace, Menlo, Consolas, monospace; white-space: pre-wrap; overflow-wrap: anywhere; }
+.impl .where { font-size: 13px; color: #5a5a66; }
+.dstep:target { background: #fff8dc; }
+.derivations .references { padding: 0 24px 24px; font-size: 14px; }
+.derivations .references h2 { margin-left: 0; margin-right: 0; } .derivations .references ul { max-width: 50em; }
+"""
+
+
+def build_module():
+    """docs/build.py, for its typesetting and page helpers (imported when first needed: build.py
+    imports this module)."""
+    if "build" not in sys.modules:
+        import build  # noqa: F401
+    return sys.modules["build"]
+
+
+def equations() -> dict[str, tuple[int, int, Eq]]:
+    """id -> (section number, equation number within it, the equation)."""
+    found = {}
+    for s, section in enumerate(SECTIONS, 1):
+        numbered = [block for block in section.blocks if isinstance(block, Eq)]
+        for e, eq in enumerate(numbered, 1):
+            if eq.id in found:
+                raise ValueError(f"derivations: equation id {eq.id} is used twice")
+            found[eq.id] = (s, e, eq)
+    return found
+
+
+def section_of(eq_id: str) -> tuple[int, Section]:
+    s, _, _ = equations()[eq_id]
+    return s, SECTIONS[s - 1]
+
+
+def normalised(latex: str) -> str:
+    return " ".join(latex.split())
+
+
+LINKS = {normalised(latex): eq_id for latex, eq_id in MATH_LINKS.items()}
+
+
+# --- finding lines in the scripts ---
+
+def script_lines(script: str) -> list[str]:
+    return (build_module().ROOT / f"{script}.py").read_text().split("\n")
+
+
+def definition(tree: ast.Module, where: str, script: str) -> ast.AST:
+    """The node of `where`, a top-level definition or a method ("Agent.get_action")."""
+    body, node = tree.body, None
+    for part in where.split("."):
+        node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == part), None)
+        if node is None:
+            raise ValueError(f"derivations: {script}.py has no definition {where}")
+        body = node.body
+    return node
+
+
+def resolve(code: Code) -> int:
+    """The line number that `code` names; a name or text that finds no line, or two, stops the build."""
+    return resolve_in(code, (build_module().ROOT / f"{code.script}.py").read_text())
+
+
+@functools.lru_cache(maxsize=1024)
+def resolve_in(code: Code, source: str) -> int:
+    lines = source.split("\n")
+    node = definition(parsed(source), code.where, code.script)
+    if code.text is None:
+        return node.lineno
+    docstring = set(range(node.body[0].lineno, node.body[0].end_lineno + 1)) if ast.get_docstring(node) else set()
+    comments = comments_of(source)
+    found = [n for n in range(node.lineno, node.end_lineno + 1)
+             if code.text in lines[n - 1] and n not in docstring and n not in comments]
+    if len(found) != 1:
+        raise ValueError(f"derivations: {code.where} in {code.script}.py has {len(found)} lines of code containing "
+                         f"{code.text!r}, not one: update derivations.py")
+    return found[0]
+
+
+@functools.lru_cache(maxsize=16)
+def parsed(source: str) -> ast.Module:
+    return ast.parse(source)
+
+
+@functools.lru_cache(maxsize=16)
+def comments_of(source: str) -> set[int]:
+    return build_module().comment_lines(source)
+
+
+def math_lines(script: str) -> list[tuple[int, str]]:
+    """(line number, LaTeX) of each `# math:` line of a script."""
+    return [(n, m[1]) for n, line in enumerate(script_lines(script), 1)
+            if (m := build_module().MATH.match(line.strip()))]
+
+
+# --- the backlinks on the script pages ---
+
+def target(script: str, number: int, latex: str) -> str:
+    """The id of the equation here that the `# math:` line `number` of a script links to."""
+    line = script_lines(script)[number - 1].strip()
+    if line != f"# math: {latex}":
+        raise ValueError(f"derivations: line {number} of {script}.py is not the `# math:` line {latex!r}")
+    eq_id = LINKS.get(normalised(latex))
+    if eq_id is None:
+        raise ValueError(f"derivations: {script}.py line {number}, `# math: {latex}`, links to no derivation: "
+                         "add its LaTeX to derivations.MATH_LINKS")
+    return eq_id
+
+
+def backlink(script: str, number: int, latex: str, mathml: str) -> str:
+    """A typeset `# math:` equation of a script page with its link to the derivation."""
+    eq_id = target(script, number, latex)
+    s, e, _ = equations()[eq_id]
+    title = f"{s}. {SECTIONS[s - 1].title}, equation ({s}.{e})"
+    return (f'<div class="eq">{mathml}<a class="derivation" href="{PAGE}#{eq_id}" '
+            f'title="{html.escape(title)}">↗ derivation §{s}</a></div>')
+
+
+# --- the page ---
+
+def converted(latex: str, mathml: str) -> str:
+    """MathML that latex2mathml made whole; an error, a command left as text (even `\\|`) or an
+    environment it does not know (`aligned` leaves its `&` as a letter) stops the build."""
+    if "merror" in mathml or re.search(r">\\", mathml) or "<mi>&</mi>" in mathml:
+        raise ValueError(f"derivations: formula does not convert: {latex}")
+    return mathml
+
+
+def display(latex: str) -> str:
+    return converted(latex, build_module().math(latex))
+
+
+def inline(latex: str) -> str:
+    return f'<span class="nowrap">{converted(latex, build_module().typeset(latex))}</span>'
+
+
+def text(source: str) -> str:
+    """A paragraph: $...$ typeset, {eq:id} and {sec:id} as links, the rest as the scripts' prose."""
+    b, found = build_module(), equations()
+    out = []
+    for part in re.split(r"(\$[^$]+\$|\{eq:[\w-]+\}|\{sec:[\w-]+\})", source):
+        if part.startswith("$") and part.endswith("$") and len(part) > 1:
+            out.append(inline(part[1:-1]))
+        elif m := re.fullmatch(r"\{eq:([\w-]+)\}", part):
+            if m[1] not in found:
+                raise ValueError(f"derivations: a paragraph refers to no equation {m[1]}")
+            s, e, _ = found[m[1]]
+            out.append(f'<a href="#{m[1]}">({s}.{e})</a>')
+        elif m := re.fullmatch(r"\{sec:([\w-]+)\}", part):
+            s = next((i for i, section in enumerate(SECTIONS, 1) if section.id == m[1]), None)
+            if s is None:
+                raise ValueError(f"derivations: a paragraph refers to no section {m[1]}")
+            out.append(f'<a href="#{m[1]}">§{s}</a>')
+        else:
+            out.append(b.prose(part))
+    return "".join(out)
+
+
+def impl_html(codes: list[Code]) -> str:
+    """The lines that compute an equation: each text once, highlighted, then where it is, linked."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    groups: dict[str, list[tuple[Code, int]]] = {}
+    for code in codes:
+        number = resolve(code)
+        groups.setdefault(script_lines(code.script)[number - 1].strip(), []).append((code, number))
+    rows = []
+    for line, places in groups.items():
+        shown = highlight(line, PythonLexer(), HtmlFormatter(nowrap=True)).rstrip("\n")
+        links = " · ".join(f'<a class="codelink" href="{code.script}.html#line-{number}" '
+                           f'title="{code.script}.py, line {number}, in {code.where}">{code.script}.py:{number}</a>'
+                           for code, number in places)
+        wheres = sorted({code.where for code, _ in places})
+        rows.append(f'<div class="line"><pre>{shown}</pre><div class="where">'
+                    f'{", ".join(f"<code>{w}</code>" for w in wheres)}: {links}</div></div>')
+    return "".join(rows)
+
+
+def section_html(s: int, section: Section) -> str:
+    steps, paragraphs, e = [], [], 0
+    for block in section.blocks:
+        if isinstance(block, str):
+            paragraphs.append(f"<p>{text(block)}</p>")
+            continue
+        e += 1
+        equation = f'<div class="eqn">{display(block.latex)}<span class="eqno">({s}.{e})</span></div>'
+        steps.append(f'<div class="dstep" id="{block.id}"><div class="derivation">{"".join(paragraphs)}{equation}</div>'
+                     f'<div class="impl">{impl_html(block.code)}</div></div>')
+        paragraphs = []
+    if paragraphs:
+        steps.append(f'<div class="dstep"><div class="derivation">{"".join(paragraphs)}</div><div></div></div>')
+    return f'<section id="{section.id}"><h2>{s}. {html.escape(section.title)}</h2>{"".join(steps)}</section>'
+
+
+def check() -> None:
+    """Stop the build where the two directions disagree: a `# math:` line whose LaTeX is in no
+    entry, an entry that no script holds, or a `# math:` line whose section of its script's page
+    (the code beside its notes) shares no line with the code links of the place it points to."""
+    b = build_module()
+    found = equations()
+    for eq_id in set(MATH_LINKS.values()):
+        if eq_id not in found:
+            raise ValueError(f"derivations: MATH_LINKS points to no equation {eq_id}")
+    used = set()
+    for script in b.SCRIPTS:
+        source = (b.ROOT / f"{script}.py").read_text()
+        lines = source.split("\n")
+        if lines[-1] == "":
+            lines.pop()
+        doc_end = next(i for i, line in enumerate(lines[1:], 1) if line.strip().endswith('"""'))
+        beside = {}  # `# math:` line -> the code lines of its section
+        for notes, code, start in b.split_sections(source, lines, doc_end + 2):
+            for n in range(start, start + len(notes)):
+                beside[n] = set(code)
+        for number, latex in math_lines(script):
+            eq_id = target(script, number, latex)
+            used.add(normalised(latex))
+            _, section = section_of(eq_id)
+            linked = {resolve(c) for block in section.blocks if isinstance(block, Eq)
+                      for c in block.code if c.script == script}
+            if not linked & beside.get(number, set()):
+                raise ValueError(f"derivations: {script}.py line {number} (`# math: {latex}`) links to {eq_id}, "
+                                 f"whose section links none of the code beside it on {script}.html")
+    stale = [latex for latex in LINKS if latex not in used]
+    if stale:
+        raise ValueError(f"derivations: MATH_LINKS entries that no script's `# math:` line holds: {stale}")
+
+
+NOTATION = ("Notation: an episode has steps t = 0, …, T − 1; $\\pi_\\theta(a|s)$ is the policy, "
+            "$\\pi_{\\theta_{old}}$ the one that collected the batch; $\\hat{\\mathbb{E}}_t$ is the average over "
+            "the B steps of a batch; γ the discount, λ the GAE parameter, ε the clip range, δ the KL bound.")
+
+
+def page() -> str:
+    """docs/derivations.html."""
+    b = build_module()
+    check()
+    contents = "".join(f'<li><a href="#{section.id}">{html.escape(section.title)}</a></li>' for section in SECTIONS)
+    intro = (
+        "<p>Where the equations of the scripts come from, derived in order: the policy-gradient theorem, "
+        "reward-to-go, the baseline, generalised advantage estimation, the importance-sampled surrogate, the "
+        "trust region and the natural gradient, and the clipped surrogate; then the pieces that belong to the "
+        "distributions and the data. Beside each equation that a script computes are the lines that compute "
+        "it, each linked to its line on the script's page; each typeset <code># math:</code> line of a script "
+        "page links back here. Where a fact comes from a paper, the paper is named with the number of its "
+        "equation or section.</p>"
+        f"<ol>{contents}</ol>"
+        f"<p>{text(NOTATION)}</p>")
+    body = "".join(section_html(s, section) for s, section in enumerate(SECTIONS, 1))
+    references = "".join(f"<li>{html.escape(r)}</li>" for r in REFERENCES)
+    nav = '<nav class="pages"><a href="index.html">← all scripts</a><a href="reinforce.html">reinforce.py →</a></nav>'
+    content = (f'<div class="derivations"><header><h1>The derivations beside the code</h1><p><a href="index.html">pgref</a>'
+               f" · from the policy gradient to the clipped surrogate, each equation linked to the lines that compute it"
+               f"</p></header>\n{nav}\n<div class=\"intro\">{intro}</div>\n{body}\n"
+               f'<div class="references"><h2>References</h2><ul>{references}</ul></div>\n{nav}</div>')
+    from pygments.formatters import HtmlFormatter
+
+    style = CSS + HtmlFormatter(style="default").get_style_defs(".impl pre")
+    return b.page("pgref: the derivations", content).replace("</style>", style + "</style>", 1)

@@ -1,0 +1,372 @@
+"""REINFORCE with a learned baseline: sub-step 1 of 4 from reinforce.py to vpg.py.
+
+The step from reinforce.py to vpg.py brings four ideas. The folder steps/ splits it into four
+sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py
+itself. Each file is the training algorithm only, the part of reinforce.py and vpg.py above
+their tooling (no input checks, evaluation or checkpoints), and runs with
+`python steps/vpg_1_baseline.py`.
+
+What changes from reinforce.py, one idea: a learned baseline. REINFORCE weights each
+log-probability by the return G_t, whose variance grows with the episode. Here the weight is
+Â_t = G_t − V_φ(s_t), where V_φ, a critic, regresses on the batch's G_t with its own Adam
+(`vf_iters` steps on `value_loss` per batch, after the policy's step). Any baseline b(s) that
+depends on the state alone leaves the expected gradient unchanged, because for every s
+
+    E_{a∼π}[∇_θ log π_θ(a|s) b(s)] = b(s) Σ_a ∇_θ π_θ(a|s) = b(s) ∇_θ Σ_a π_θ(a|s) = b(s) ∇_θ 1 = 0.
+
+V(s_t) ≈ E[G_t | s_t] takes out of each weight the part of the return the state alone predicts,
+which usually lowers the variance a lot (the baseline of least variance weights the returns by
+|∇ log π|², so V is not quite it, but it is the usual choice). V comes from the critic as it was
+before this batch, so it does not depend on the batch's actions. The rest stays reinforce.py's:
+batches of complete episodes, a time-limit cut taken as the episode's end, and no normalisation
+by default (`--norm-adv` normalises Â_t as `--norm-returns` did G_t), so a run shows the
+baseline's effect alone.
+
+Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
+"""
+
+import functools
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    # --- the algorithm ---
+    env_id: str = "CartPole-v1"
+    """Gymnasium env with Discrete or Box actions; module:EnvId for an env of your own"""
+    hidden_size: int = 64
+    """units in each of the two tanh hidden layers of the actor and of the critic"""
+    total_timesteps: int = 500_000
+    """environment steps to train for, summed over all envs"""
+    learning_rate: float = 3e-3
+    """Adam step size α of the policy, reinforce.py's (Spinning Up's pi_lr is 3e-4)"""
+    vf_learning_rate: float = 1e-3
+    """Adam step size of the critic (Spinning Up's vf_lr)"""
+    vf_iters: int = 80
+    """full-batch gradient steps on the critic per batch (Spinning Up's train_v_iters)"""
+    num_envs: int = 4
+    """N, environments stepped in parallel (one synchronous vector env)"""
+    batch_size: int = 5000
+    """each batch holds complete episodes, at least this many steps in all"""
+    gamma: float = 0.99
+    """discount factor γ in [0, 1]"""
+    norm_adv: bool = False
+    """normalise the weights Â_t to mean 0, std 1 (renamed from --norm-returns: they were G_t)"""
+
+    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
+    seed: int = 1
+    """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
+    num_threads: int = 1
+    """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
+    cuda: bool = False
+    """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
+
+
+
+def make_env(env_id: str, **kwargs) -> gym.Env:
+    """The one place where an environment is made: training, evaluation and the input checks
+    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
+    (docs/own-env.md). Evaluation passes render_mode for videos."""
+    return gym.make(env_id, **kwargs)
+
+
+def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
+    # the step that ends an episode already returns the first observation of the next one, so no
+    # action is spent on a reset and every step in the batch is a real transition.
+    envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    # Adds infos["episode"] (return and length) at each episode's end, for the logs.
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
+    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
+    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
+    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
+    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, 0.0)
+    return layer
+
+
+def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Sequential:
+    return nn.Sequential(
+        layer_init(nn.Linear(in_dim, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, out_dim), std=out_std),
+    )
+
+
+class Agent(nn.Module):
+    """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
+    units (64 by default). The actor's output is the logits of a Categorical (Discrete actions)
+    or the mean of a diagonal Gaussian (Box actions), whose log-std is a learned vector that
+    does not depend on the state."""
+
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
+        super().__init__()
+        # The one place where the action space decides the policy head: a Gaussian for Box
+        # actions, a Categorical for Discrete ones.
+        self.continuous = isinstance(action_space, gym.spaces.Box)
+        act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
+        self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
+        self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
+        if self.continuous:
+            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up's VPG. With σ ≈ 0.61 about a
+            # tenth of the first action components fall outside [−1, 1], the bounds of most MuJoCo
+            # envs (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third); for a
+            # whole 6-dimensional action (HalfCheetah's), some component does 47% of the time
+            # (with σ = 1, 90%).
+            self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
+
+    def get_value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
+
+    def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
+        """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
+        Samples an action unless one is given (the update re-evaluates stored actions)."""
+        # Both distributions written out, so that their formulas are on the page (tests compare
+        # them with torch.distributions, which is why log σ is computed as log(σ), as it does).
+        if self.continuous:
+            mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
+            std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
+            if action is None:
+                action = torch.normal(mean, std)
+            # The action dimensions are independent, so the density is a product: log-probs add up
+            # over the last axis, and so do the entropies.
+            # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
+            # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
+            log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
+                           - math.log(math.sqrt(2 * math.pi)))  # (B, act_dim)
+            logprob = log_density.sum(-1)
+            # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
+            entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
+            return action, logprob, entropy
+        # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
+        # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
+        logits = self.actor(obs)
+        log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
+        if action is None:
+            action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
+        logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the taken action
+        # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
+        entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
+        return action, logprob, entropy
+
+
+def compute_returns(rewards, dones, gamma: float):
+    """Discounted rewards-to-go of every step of a rollout, each within its own episode.
+
+    rewards and dones have shape (T, N), time-major (or (T,) for one env); dones[t] = 1 at the
+    last step of each episode. The sum stops at the episode's end and never crosses into the next:
+
+        G_t = r_t + γ (1 − done_t) G_{t+1}   =   Σ_{l ≥ 0, within the episode} γ^l r_{t+l}
+
+    Only rewards from t on appear: an action cannot change the rewards that came before it, so
+    dropping them leaves the gradient's expectation unchanged and usually lowers its variance.
+    """
+    returns = torch.zeros_like(rewards)
+    next_return = torch.zeros_like(rewards[0])  # G_{t+1}, shape (N,)
+    for t in reversed(range(rewards.shape[0])):
+        next_return = rewards[t] + gamma * (1.0 - dones[t]) * next_return
+        returns[t] = next_return
+    return returns
+
+
+def vpg_loss(logprob, advantages):
+    """The policy-gradient surrogate on a batch of B steps, as a loss to minimise. Inputs have
+    shape (B,).
+
+    Its gradient is minus the policy-gradient estimate with Ψ_t = Â_t (Schulman et al. 2016,
+    eq. 1), averaged over the B steps of the batch. reinforce.py's loss is a mean over steps
+    too: relative to its ĝ, a mean over episodes, that is a factor |D|/B, one over the mean
+    episode length, which drifts as episodes lengthen. A batch here holds complete episodes, as
+    there, so the factor drifts the same way. Its value is no measure of how well the policy
+    performs: judge a run by its returns.
+    """
+    # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t
+    # math: -\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,\hat A_t
+    return -(logprob * advantages).mean()
+
+
+def value_loss(value, returns):
+    """Mean squared error of the critic against its targets; inputs have shape (B,)."""
+    # math: L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2
+    return ((value - returns) ** 2).mean()
+
+
+def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
+    """Train with VPG, log to TensorBoard, and return the loop's `state()` at the end. `train(args)`
+    is the whole algorithm. A script's tooling, after `train`, passes its own `writer` (the run's
+    folder) and a `hook`, called at the start and after each update, through which it adds
+    checkpoints, --resume and guard rails."""
+    # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    device = torch.device("cuda" if args.cuda else "cpu")
+
+    envs = make_vec_env(args.env_id, args.num_envs)
+    obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
+    agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
+    # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
+    # step counts. Adam's ε = 1e-5 instead of 1e-8, as in PPO's reference code (core detail 3
+    # of Huang et al. 2022); `fused`: one kernel for all weights.
+    policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
+    pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
+    vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
+                                    fused=True)
+
+    writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
+    table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
+    global_step, episodic_returns = 0, []  # (step, return) of the episodes in a batch
+
+    # Everything the loop needs to go on from the end of an update, by name (torch's random state
+    # is the CPU's). The tooling's checkpoint saves this dict; its --resume hands a saved one back
+    # at the start, unpacked below in the same order. State you add to the loop (a target
+    # network, a schedule's counter) goes here and in that line, or a resumed run goes on without
+    # it.
+    def state() -> dict:
+        return {"agent": agent, "pi_optimizer": pi_optimizer, "vf_optimizer": vf_optimizer,
+                "envs": envs, "global_step": global_step,
+                "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
+
+    if hook:
+        (agent, pi_optimizer, vf_optimizer, envs, global_step, episodic_returns,
+         rng) = hook(state()).values()
+        torch.set_rng_state(rng)
+    start_time, start_step, last_print = time.time(), global_step, 0
+    while global_step < args.total_timesteps:
+        # --- rollout: complete episodes of the current policy π_θ, at least batch_size steps ---
+        # Every batch starts fresh episodes: one still running from the last batch was begun
+        # by an older policy. Once the batch is full, no env starts a new episode for it, but
+        # every episode already begun is played to its end: keeping only those that finish
+        # first would favour short episodes. A time-limit truncation (CartPole's 500 steps)
+        # is taken as the episode's end, as in reinforce.py (vpg_2_rollout.py bootstraps the
+        # missing rewards with V), so G_t near the limit lacks the rewards that would have followed
+        # (Pardo et al. 2018).
+        # The first reset seeds env i with seed + i; later resets continue those random streams
+        # (new envs of a run resumed without its own, as Box2D's: unseeded ones).
+        next_obs_np, _ = envs.reset(seed=args.seed if global_step == 0 else None)
+        next_obs_np = next_obs_np.astype(np.float32)  # float32, as the networks are
+        iteration_start, batch_steps = global_step, 0
+        # NumPy while the rollout runs, one entry per step of the N envs; keep marks the steps
+        # that enter the batch: env i's, up to the end of its last episode in the batch.
+        obs_np, actions_np, values_np, rewards_np, dones_np, keep_np = [], [], [], [], [], []
+        collecting = np.ones(args.num_envs, dtype=bool)  # env i's episode goes into the batch
+        # Collecting needs no gradient (the update recomputes log π and V): inference mode is
+        # torch's no-gradient mode with the least bookkeeping.
+        with torch.inference_mode():
+            while collecting.any():
+                global_step += args.num_envs
+                obs_np.append(next_obs_np)
+                next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
+                action, _, _ = agent.get_action(next_obs)
+                value = agent.get_value(next_obs)
+                action_np = action.cpu().numpy()
+                actions_np.append(action_np)
+                values_np.append(value.cpu().numpy())
+                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # keeps the sample itself, whose log-probability is the one the gradient needs.
+                env_action = action_np
+                if agent.continuous:
+                    env_action = np.clip(action_np, action_space.low, action_space.high)
+                next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
+                rewards_np.append(reward)
+                dones_np.append(terminated | truncated)
+                keep_np.append(collecting.copy())
+                next_obs_np = next_obs_np.astype(np.float32)
+                batch_steps += collecting.sum()
+                for i in np.flatnonzero(dones_np[-1] & collecting):  # batch episodes that ended
+                    episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
+                    writer.add_scalar("charts/episodic_return", episode_return, global_step)
+                    writer.add_scalar("charts/episodic_length", length, global_step)
+                    episodic_returns.append((global_step, float(episode_return)))
+                    collecting[i] = batch_steps < args.batch_size  # start another episode?
+                if global_step >= args.total_timesteps and not episodic_returns:  # no end at all
+                    raise SystemExit(f"error: no episode of {args.env_id} ended in "
+                                     "--total-timesteps steps; REINFORCE learns from complete "
+                                     "episodes: in make_env, give the env a time limit: "
+                                     "gym.make(env_id, max_episode_steps=1000)")
+
+        # --- returns and advantages: G_t of each step, within its episode, less V(s_t) ---
+        obs, actions, values, rewards, dones, keep = (
+            torch.tensor(np.array(x), device=device)  # (T, N, ...), T the rollout's length
+            for x in (obs_np, actions_np, values_np, rewards_np, dones_np, keep_np))
+        returns = compute_returns(rewards.float(), dones.float(), args.gamma)  # (T, N)
+        # The critic's V(s_t) is the baseline; its targets R̂_t are these same returns.
+        advantages = returns - values  # Â_t, (T, N)
+        b_obs, b_actions, b_returns = obs[keep], actions[keep], returns[keep]  # (B, ...)
+        b_values, b_advantages = values[keep], advantages[keep]
+        # Normalised over the batch, as in Spinning Up. Dividing by the std only rescales the
+        # step; subtracting the mean is a baseline: it changes this batch's estimate, its
+        # direction too, but not its expectation, since E[∇ log π] = 0 (apart from the small bias
+        # of taking the mean from the same batch).
+        if args.norm_adv:
+            b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
+
+        # --- update: one policy-gradient step on θ, then vf_iters critic steps on φ ---
+        _, logprob, entropy = agent.get_action(b_obs, b_actions)
+        pg_loss = vpg_loss(logprob, b_advantages)
+        pi_optimizer.zero_grad()
+        pg_loss.backward()
+        pi_optimizer.step()
+        v_losses = []
+        for _ in range(args.vf_iters):
+            v_loss = value_loss(agent.get_value(b_obs), b_returns)
+            vf_optimizer.zero_grad()
+            v_loss.backward()
+            vf_optimizer.step()
+            v_losses.append(v_loss.detach())
+        # How far the one step moved the policy: the k3 estimate of KL[π_old ‖ π_θ], with
+        # r = π_θ / π_old (J. Schulman, "Approximating KL divergence", 2020).
+        # math: k_3 = \mathbb{E}_t[(r_t - 1) - \log r_t]
+        with torch.no_grad():
+            _, new_logprob, _ = agent.get_action(b_obs, b_actions)
+            logratio = new_logprob - logprob.detach()
+            approx_kl = ((logratio.exp() - 1) - logratio).mean()
+
+        # --- log: the value loss is the mean over the critic steps of this update ---
+        losses = {"policy_loss": pg_loss.item(), "value_loss": torch.stack(v_losses).mean().item(),
+                  "entropy": entropy.mean().item(), "approx_kl": approx_kl.item()}
+        for key, value in losses.items():
+            writer.add_scalar(f"losses/{key}", value, global_step)
+        # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
+        errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
+        explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        # The share of the steps taken that entered the batch; the rest were spent by the other
+        # envs while the last episodes of the batch ran to their end.
+        batch_fraction = batch_steps / (global_step - iteration_start)
+        writer.add_scalar("charts/batch_fraction", batch_fraction, global_step)
+        sps = (global_step - start_step) / (time.time() - start_time)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        if time.time() - last_print > 5 or global_step >= args.total_timesteps:
+            last_print = time.time()
+            recent = [r for _, r in episodic_returns[-20:]]
+            mean_return = f"{np.mean(recent):8.2f}" if recent else "     n/a"
+            eta = int(max(args.total_timesteps - global_step, 0) / sps)
+            print(f"step {global_step:>9,}/{args.total_timesteps:,} | return (last 20) "
+                  f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
+        if hook:  # the tooling: guard rails, checkpoints
+            hook(state(), losses)
+    envs.close()
+    writer.flush()  # on disk; left open (the tooling logs its evaluation to it after)
+    return state()
+
+
+if __name__ == "__main__":
+    train(tyro.cli(Args))

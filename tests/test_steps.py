@@ -1,0 +1,106 @@
+"""The course's steps (steps/, docs/build.py's SUBSTEPS): each sub-step file runs and learns, is
+the file before it changed by the idea its docstring names, and changes few lines; the step pages
+show each sub-step under its idea, with its count of changed lines."""
+
+import importlib.util
+import re
+import sys
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "docs"))
+import build  # noqa: E402
+
+FILES = sorted({name for chain in build.SUBSTEPS.values() for name in chain})
+
+# Each sub-step file learns: the mean return of its last 20 episodes after a short run, with its
+# own defaults on CartPole-v1 (a random policy: about 22). The continuous ones learn Pendulum-v1 (a
+# random policy: about −1,200 to −1,300); with the defaults they take from ppo_discrete.py (4 envs
+# × 128 steps, 4 epochs) they barely move in 400k steps, so their run takes the flags that
+# rl-baselines3-zoo gives PPO on Pendulum (γ 0.9, α 1e-3, 10 epochs, minibatches of 64, no
+# entropy bonus).
+PENDULUM = dict(env_id="Pendulum-v1", gamma=0.9, learning_rate=1e-3, num_steps=1024, update_epochs=10,
+                num_minibatches=64, ent_coef=0.0)
+LEARNS = {  # file: (flags, the mean return it must reach)
+    "vpg_1_baseline": (dict(total_timesteps=150_000), 250),  # reaches 384
+    "vpg_2_rollout": (dict(total_timesteps=148_000), 250),  # 490 (37 batches of 4,000)
+    "vpg_3_gae": (dict(total_timesteps=148_000), 250),  # 493
+    "ppo_1_clip": (dict(total_timesteps=40_000), 200),  # 319
+    "ppo_continuous_1_gaussian": (dict(PENDULUM, total_timesteps=300_000), -700),  # −303
+    "ppo_continuous_2_norm": (dict(PENDULUM, total_timesteps=300_000), -700),  # −205
+}
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"steps_{name}", ROOT / "steps" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_sub_step_file_is_tested_and_in_the_course():
+    assert sorted(LEARNS) == FILES == sorted(p.stem for p in (ROOT / "steps").glob("*.py"))
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_each_sub_step_file_learns(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # its TensorBoard logs: runs/ here
+    module = load(name)
+    flags, reaches = LEARNS[name]
+    state = module.train(module.Args(**flags))
+    recent = np.mean([r for _, r in state["episodic_returns"][-20:]])
+    assert recent >= reaches, f"{name}: mean return of the last 20 episodes {recent:.1f} < {reaches}"
+    assert (tmp_path / "runs").is_dir()
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_each_sub_step_file_is_the_algorithm_alone_and_runs_from_the_command_line(name):
+    source = (ROOT / "steps" / f"{name}.py").read_text()
+    assert "# --- tooling:" not in source
+    assert source.rstrip().endswith('if __name__ == "__main__":\n    train(tyro.cli(Args))')
+    assert f"python steps/{name}.py" in source.split('"""')[1]  # its docstring says how to run it
+
+
+# The most lines each sub-step may change (above the tooling banner; a re-wrap counts none).
+LIMITS = {("reinforce", "vpg_1_baseline"): 150, ("vpg_1_baseline", "vpg_2_rollout"): 150,
+          ("vpg_2_rollout", "vpg_3_gae"): 80, ("vpg_3_gae", "vpg"): 40,
+          ("trpo", "ppo_1_clip"): 220, ("vpg", "ppo_1_clip"): 90, ("ppo_1_clip", "ppo_discrete"): 260,
+          ("ppo_discrete", "ppo_continuous_1_gaussian"): 60,
+          ("ppo_continuous_1_gaussian", "ppo_continuous_2_norm"): 90,
+          ("ppo_continuous_2_norm", "ppo_continuous"): 20}
+
+
+@pytest.mark.parametrize("old,new", build.STEPS)
+def test_each_step_page_shows_its_sub_steps_each_under_its_idea_with_its_count(old, new):
+    hops = build.course(old, new)
+    chain = [old, *build.SUBSTEPS.get((old, new), []), new]
+    assert [(a, b) for a, b, *_ in hops] == list(zip(chain, chain[1:], strict=False))
+    page = build.step_page(old, new)
+    for k, (a, b, idea, one, _) in enumerate(hops, 1):
+        _, count = build.changed_blocks(a, b, "algorithm")
+        assert 0 < count <= LIMITS.get((a, b), 10**6), (a, b, count)
+        heading = re.search(rf'<h2 id="step-{k}">(.*?)</h2>', page)[1]
+        assert f"{build.file_of(a)} → {build.file_of(b)}: " in heading and build.prose(idea) in heading
+        assert f"{count} lines of the algorithm changed" in page.split(f'id="step-{k}"')[1].split("<h3>")[0]
+        kind = "one idea" if one else "not one idea"
+        assert f"({kind}; {count} lines changed)" in page
+    # the tooling's differences come once, after the steps
+    assert page.count("<h2>Everything else") == 1 and page.index(f'id="step-{len(hops)}"') < page.index(
+        "<h2>Everything else")
+
+
+def test_one_idea_is_claimed_only_by_a_step_that_brings_one():
+    """A step split into sub-steps no longer claims to be one idea; a sub-step that is a set of
+    details (the reference code's, MuJoCo's defaults) says so, and claims no idea."""
+    hops = [hop for old, new in build.STEPS for hop in build.course(old, new)]
+    claims = {(a, b): one for a, b, _, one, _ in hops}
+    details = {("ppo_1_clip", "ppo_discrete"), ("ppo_continuous_2_norm", "ppo_continuous")}
+    assert {k for k, one in claims.items() if not one} == details
+    for a, b, _, one, paragraph in hops:
+        if not one:
+            assert "one idea" not in re.sub(r"(?i)not one idea", "", paragraph), (a, b)
+    for (old, new), chain in build.SUBSTEPS.items():
+        doc = " ".join(build.source_of(new).split('"""')[1].split())
+        assert chain and f"What changes from {old}.py, one idea" not in doc, (old, new)
