@@ -732,7 +732,8 @@ if __name__ == "__main__":
     parser.add_argument("--screenshots", type=Path,
                         help="also save here screenshot-{1366,1920}.png of ppo_continuous.html's GAE, "
                              "screenshot-tooling-{1366,1920}.png of reinforce.html's end with its tooling "
-                             "folded, and screenshot-step-{1366,1920}.png of trpo-to-ppo_discrete.html")
+                             "folded, screenshot-step-{1366,1920}.png of reinforce-to-vpg.html's steps and "
+                             "screenshot-derivations-{1366,1920}.png of derivations.html's GAE")
     args = parser.parse_args()
     for path in build(args.out):
         print(f"wrote {path}")
@@ -749,8 +750,8 @@ if __name__ == "__main__":
             path = args.screenshots / f"screenshot-tooling-{width}.png"  # the end of train, then the fold
             screenshot(args.out / "reinforce.html", "details.tooling", path, width, block="end")
             print(f"wrote {path}")
-            path = args.screenshots / f"screenshot-step-{width}.png"  # the step to PPO: the surrogate clipped
-            screenshot(args.out / "trpo-to-ppo_discrete.html", ".diff h3", path, width)
+            path = args.screenshots / f"screenshot-step-{width}.png"  # reinforce → vpg: its 4 steps, the first
+            screenshot(args.out / "reinforce-to-vpg.html", "header", path, width)
             print(f"wrote {path}")
             path = args.screenshots / f"screenshot-derivations-{width}.png"  # GAE, its code beside it
             screenshot(args.out / "derivations.html", "#eq-k-step", path, width)

@@ -195,7 +195,7 @@ class Agent(nn.Module):
         # The Gaussian written out, so that its formulas are on the page (tests compare it with
         # torch.distributions.Normal, which is why log σ is computed as log(σ), as it does).
         mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
-        std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
+        std = self.actor_logstd.expand_as(mean).exp()  # σ, (B, act_dim): state-independent
         if action is None:
             action = torch.normal(mean, std)
         # The action dimensions are independent, so the density is a product: log-probs add up
