@@ -15,16 +15,17 @@ What changes from ppo_discrete.py: three steps, each a file that runs
 (docs/ppo_discrete-to-ppo_continuous.html). steps/ppo_continuous_1_gaussian.py brings a Gaussian
 policy for Box actions: the actor's output is the mean of a diagonal Gaussian whose log σ is a
 learned vector, starting at 0 (σ = 1) as in CleanRL, where vpg.py and trpo.py start at −0.5 as
-Spinning Up does; the sampled action is clipped to the bounds for the env but stored unclipped,
-and evaluation acts with the mean action. steps/ppo_continuous_2_norm.py normalises observations
-(`Agent.normalize_obs`, saved with the weights) and scales rewards (`RewardScaler`) by running
-statistics; `--no-norm-obs` and `--no-norm-reward` switch them off, and benchmarks/ABLATIONS.md
-measures what each buys. This file sets the defaults for MuJoCo.
+Spinning Up does; the sampled action is clipped to the bounds for the env but stored unclipped, and
+the tooling's evaluation acts with the mean action. steps/ppo_continuous_2_norm.py normalises
+observations (`Agent.normalize_obs`, saved with the weights) and scales rewards (`RewardScaler`) by
+running statistics; `--no-norm-obs` and `--no-norm-reward` switch them off, and
+benchmarks/ABLATIONS.md measures what each buys. This file sets the defaults for MuJoCo.
 
 What changes from ppo_continuous_2_norm.py: CleanRL's defaults for MuJoCo. Those of its
 `ppo_continuous_action.py`: HalfCheetah-v4 for 1M steps, one env × 2048 steps, 32 minibatches, 10
-epochs, α 3e-4 and no entropy bonus, in place of ppo_discrete.py's CartPole-v1 for 500k steps, 4
-envs × 128 steps, 4 minibatches, 4 epochs, α 2.5e-4 and an entropy bonus of 0.01.
+epochs, α 3e-4 and no entropy bonus, in place of the steps' Pendulum-v1 for 500k steps and
+ppo_discrete.py's 4 envs × 128 steps, 4 minibatches, 4 epochs, α 2.5e-4 and an entropy bonus of
+0.01.
 
 Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022): "core detail
 N" from its list of 13 core details, "continuous detail N" from its 9 for continuous actions.

@@ -22,14 +22,15 @@ reference code.
 
 What changes from ppo_1_clip.py: the details of PPO's reference code. Not one idea but several, as
 openai/baselines' ppo2 and CleanRL's `ppo.py` have them: K epochs of shuffled minibatches take the
-place of full-batch steps, with no KL stop by default (`--target-kl`); one loss and one Adam for
-actor and critic, with an entropy bonus and a clipped value term, take the place of the critic's
-own Adam and its 80 steps; the step size decays linearly (`--anneal-lr`); the gradient's norm is
-clipped; V's targets are the λ-returns, not the λ = 1 returns; advantages are normalised per
-minibatch, not per batch; the policy has a Categorical head alone (ppo_continuous.py takes Box
-actions), and one call gives the action and V (`get_action_and_value`); a flag treats a truncation
-as a termination (an ablation). Defaults: CleanRL's `ppo.py` (4 envs × 128 steps, α 2.5e-4, λ
-0.95).
+place of full-batch steps, with no KL stop by default (`--target-kl`, checked once per epoch on the
+epoch's mean KL); one loss and one Adam for actor and critic, with an entropy bonus and a clipped
+value term, take the place of the critic's own Adam and its 80 steps; the step size decays linearly
+(`--anneal-lr`); the gradient's norm is clipped; V's targets are the λ-returns, not the λ = 1
+returns; advantages are normalised per minibatch, not per batch; the policy has a Categorical head
+alone (ppo_continuous.py takes Box actions), and one call gives the action and V
+(`get_action_and_value`); a flag treats a truncation as a termination (an ablation); the logs gain
+clipfrac, old_approx_kl and the learning rate. Defaults: CleanRL's `ppo.py` (4 envs × 128 steps, α
+2.5e-4, λ 0.95).
 
 Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022): "core detail
 N" from its list of 13 core details.

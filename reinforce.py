@@ -250,7 +250,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         # The first reset seeds env i with seed + i; later resets continue those random streams
         # (new envs of a run resumed without its own, as Box2D's: unseeded ones).
         next_obs_np, _ = envs.reset(seed=args.seed if global_step == 0 else None)
-        next_obs_np = next_obs_np.astype(np.float32)  # float32, as the networks are
+        next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
         iteration_start, batch_steps = global_step, 0
         # NumPy while the rollout runs, one entry per step of the N envs; keep marks the steps
         # that enter the batch: env i's, up to the end of its last episode in the batch.

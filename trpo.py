@@ -299,8 +299,9 @@ def conjugate_gradient(matrix_vector_product, b, iters):
 
 @torch.no_grad()  # no gradient: the line search only sets θ and measures L and the KL
 def line_search(params, full_step, acceptable, backtrack_coef, backtrack_iters):
-    """Try θ = θ_old + β^k · full_step for k = 0, 1, ..., backtrack_iters − 1 (β =
-    backtrack_coef) and keep the first θ that `acceptable()` accepts; if none, θ stays θ_old.
+    """Try θ = θ_old + b^k · full_step for k = 0, 1, ..., backtrack_iters − 1 (b =
+    backtrack_coef, 0.8; not the β that scales full_step) and keep the first θ that
+    `acceptable()` accepts; if none, θ stays θ_old.
     Returns k, or backtrack_iters if no step was taken. The step was sized on models of the KL
     and of L (quadratic and linear), which far from θ_old can be wrong: the line search
     measures both instead."""

@@ -14,23 +14,23 @@ actions (Pendulum-v1, HalfCheetah-v4).
     tensorboard --logdir runs
 
 What changes from reinforce.py: four steps, each one idea and each a file that runs
-(docs/reinforce-to-vpg.html). steps/vpg_1_baseline.py brings a learned baseline: REINFORCE
-weights each log-probability by the return G_t, whose variance grows with the episode; weighted
-by G_t − V_φ(s_t) instead, with V_φ a critic that learns to predict G_t, the expected gradient is
-the same (E[∇ log π] = 0) and, as V learns, the variance is lower. The critic has its own Adam and
-takes `vf_iters` steps per batch. steps/vpg_2_rollout.py cuts the batch at a fixed T steps per
-env: V estimates the rewards after a cut, so a batch need not hold whole episodes, and a
-time-limit truncation is bootstrapped with V(final observation), the batch's end with V(s_T).
-steps/vpg_3_gae.py weights by GAE-λ advantages Â_t: at λ = 1, for an episode that terminates
-inside the batch, Â_t = G_t − V(s_t); λ < 1 trades some bias, where V is inexact, for less
-variance. This file normalises Â over the batch. The policy's step size (3e-3) and the budget
-(500k steps) stay reinforce.py's throughout.
+(docs/reinforce-to-vpg.html). steps/vpg_1_baseline.py brings a learned baseline: REINFORCE weights
+each log-probability by the return G_t, whose variance grows with the episode; weighted by G_t −
+V_φ(s_t) instead, with V_φ a critic that learns to predict G_t, the expected gradient is the same
+(E[∇ log π] = 0) and, as V learns, the variance is usually lower. The critic has its own Adam and
+takes `vf_iters` steps per batch. steps/vpg_2_rollout.py cuts the batch at a fixed T steps per env:
+V estimates the rewards after a cut, so a batch need not hold whole episodes, and a time-limit
+truncation is bootstrapped with V(final observation), the batch's end with V(s_T).
+steps/vpg_3_gae.py weights by GAE-λ advantages Â_t: at λ = 1, for an episode that terminates inside
+the batch, Â_t = G_t − V(s_t); λ < 1 trades some bias, where V is inexact, for less variance. This
+file normalises Â over the batch. The policy's step size (3e-3) and the budget (500k steps) stay
+reinforce.py's throughout.
 
 What changes from vpg_3_gae.py, one idea: advantages normalised over the batch. Â is always
 normalised to mean 0 and std 1 over the batch, as Spinning Up does (the `--norm-adv` flag of the
-steps before goes, with it reinforce.py's `--norm-returns`, off by default there). The mean is a
-baseline; the std only rescales each batch's gradient, to a scale that no longer drifts with the
-size of the returns (Adam is blind to a constant factor, not to a drifting one).
+steps before, off by default there and renamed from reinforce.py's `--norm-returns`, goes). The
+mean is a baseline; the std only rescales each batch's gradient, to a scale that no longer drifts
+with the size of the returns (Adam is blind to a constant factor, not to a drifting one).
 
 Defaults follow Spinning Up's `vpg.py` (4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99,
 λ 0.97, no observation normalisation), but not its policy step size: its pi_lr 3e-4 is too small

@@ -91,16 +91,21 @@ SECTIONS = [
                                 r" \end{array}"),
         "Putting {eq:eq-log-trajectory} into {eq:eq-pg-trajectory} gives the policy gradient: raise the "
         "log-probability of every action of an episode in proportion to the episode's return. Williams's "
-        "(1992) REINFORCE algorithms follow this gradient in expectation; Sutton et al. (2000, Theorem 1, eq. 2) write the same "
-        "gradient per state and action, $\\sum_s d^\\pi(s) \\sum_a \\nabla_\\theta\\pi(a|s)\\, Q^\\pi(s,a)$, a form "
-        "with no derivative of the distribution of states.",
+        "(1992, §5) episodic REINFORCE algorithms follow this gradient in expectation; Sutton et al. (2000, "
+        "Theorem 1, eq. 2) write the same gradient per state and action, "
+        "$\\sum_s d^\\pi(s) \\sum_a \\nabla_\\theta\\pi(a|s)\\, Q^\\pi(s,a)$, a form with no derivative of "
+        "the distribution of states. There $d^\\pi(s) = \\sum_t \\gamma^t \\Pr(s_t = s)$ counts the visits to s "
+        "(γ = 1 here, which they allow in episodic tasks).",
         Eq("eq-pg", r"\nabla_\theta J = \mathbb{E}_{\tau\sim p_\theta}\big[\sum_{t=0}^{T-1}"
                     r" \nabla_\theta \log\pi_\theta(a_t|s_t)\, R(\tau)\big]"),
         "Averaging the bracket over a batch of sampled episodes estimates the gradient without bias. Autograd "
-        "cannot differentiate through the sampling, so every script builds a loss whose gradient is the "
-        "estimate: minus the sum of $\\log\\pi_\\theta(a_t|s_t)$ weighted by the return, the return held "
-        "constant. Its value measures nothing; only its gradient is used. The log-probabilities themselves "
-        "are in {sec:pieces}.",
+        "cannot differentiate through the sampling, so each script builds a scalar whose gradient is the "
+        "estimate, up to sign and scale. reinforce.py minimises minus the mean, over the batch's steps, of "
+        "$\\log\\pi_\\theta(a_t|s_t)$ weighted by the return, the return held constant; vpg.py weights by an "
+        "advantage instead ({sec:baseline}). trpo.py and the PPO scripts differentiate the surrogates of "
+        "{sec:surrogate} and {sec:clip}, whose gradient at $\\theta_{old}$ is the same estimate, weighted by "
+        "advantages. The value of reinforce.py's and vpg.py's loss measures nothing; only its gradient is used. "
+        "The log-probabilities themselves are in {sec:pieces}.",
     ]),
     Section("reward-to-go", "Reward-to-go: past rewards drop out", [
         "In {eq:eq-pg} the log-probability of $a_t$ is weighted by the whole return, rewards received before "
@@ -117,7 +122,8 @@ SECTIONS = [
                               r" = \mathbb{E}\big[r_{t'}\; \mathbb{E}_{a_t\sim\pi_\theta(\cdot|s_t)}"
                               r"\big[\nabla_\theta\log\pi_\theta(a_t|s_t)\big]\big] = 0 \qquad (t' < t)"),
         "Dropping those terms credits each action with the rewards that followed it, its reward-to-go $G_t$. "
-        "The expectation is unchanged; the variance is usually lower, since what was dropped had mean zero.",
+        "The expectation is unchanged; the variance is usually lower: the dropped terms have mean zero but add "
+        "noise of their own. Not always lower, since they can be correlated with the terms that stay.",
         Eq("eq-reward-to-go", r"\nabla_\theta J = \mathbb{E}\big[\sum_{t=0}^{T-1}"
                               r" \nabla_\theta\log\pi_\theta(a_t|s_t)\, G_t\big],"
                               r" \qquad G_t = \sum_{t'=t}^{T-1} r_{t'}"),
@@ -151,7 +157,7 @@ SECTIONS = [
                                r" = \mathbb{E}_{s_t}\left[b(s_t)\; \mathbb{E}_{a_t\sim\pi_\theta(\cdot|s_t)}"
                                r"\big[\nabla_\theta\log\pi_\theta(a_t|s_t)\big]\right] = 0"),
         "So any state-dependent baseline can be subtracted from the reward-to-go without changing the "
-        "expected gradient (the reinforcement baseline of Williams 1992; Sutton et al. 2000, §3). It changes "
+        "expected gradient (the reinforcement baseline of Williams 1992, §4; Sutton et al. 2000, §3). It changes "
         "the variance, and that is its purpose.",
         Eq("eq-pg-baseline", r"\nabla_\theta J = \mathbb{E}\big[\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,"
                              r" \big(G_t - b(s_t)\big)\big]"),
@@ -165,9 +171,10 @@ SECTIONS = [
         Eq("eq-pg-advantage", r"\nabla_\theta J = \mathbb{E}\big[\sum_t"
                               r" \nabla_\theta\log\pi_\theta(a_t|s_t)\, A^\pi(s_t, a_t)\big]"),
         "($G_t$ may be replaced by its expectation given $s_t$ and $a_t$ inside the outer expectation; the "
-        "value is a baseline.) $V^\\pi$ is not known. The scripts with a critic use an estimate $\\hat A_t$ in "
-        "its place ({sec:gae}). With the batch average $\\hat{\\mathbb{E}}_t$ this is the estimator and the "
-        "objective of Schulman et al. (2017, eqs. 1 and 2); vpg.py descends the objective's negative:",
+        "value is a baseline.) $V^\\pi$, and so $A^\\pi$, is not known. The scripts with a critic learn an "
+        "estimate $V_\\phi$ and put an estimate $\\hat A_t$ in the place of $A^\\pi$ ({sec:gae}). With the batch "
+        "average $\\hat{\\mathbb{E}}_t$ this is the estimator and the objective of Schulman et al. (2017, eqs. 1 "
+        "and 2); vpg.py descends the objective's negative:",
         Eq("eq-vpg-loss", r"L^{PG}(\theta) = -\frac{1}{B}\sum_t \log\pi_\theta(a_t|s_t)\, \hat A_t, \qquad"
                           r" -\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\, \hat A_t",
            [Code("vpg", "vpg_loss", "return -(logprob * advantages).mean()")]),
@@ -177,9 +184,12 @@ SECTIONS = [
            each(["vpg", "trpo"], "value_loss", "return ((value - returns) ** 2).mean()")),
         "vpg.py and trpo.py standardise the advantages over the batch, the PPO scripts over each minibatch "
         "(unless `--no-norm-adv`), and reinforce.py its returns with `--norm-returns`. Subtracting the mean is "
-        "a baseline, a constant one, though computed from the same samples; dividing by the standard deviation "
-        "rescales the step and keeps its direction. In PPO's clipped objective ({sec:clip}) the shift does "
-        "more: it changes which samples are clipped.",
+        "a baseline, a constant one, though computed from the same samples. Dividing by the standard deviation "
+        "rescales the gradient and keeps its direction. trpo.py's step, whose length δ sets, is the same "
+        "either way (up to rounding and conjugate gradient's stop at a near-zero residual); under Adam the "
+        "division keeps the gradient's scale from drifting from batch to batch; in the PPO scripts it also "
+        "changes the policy term's weight against the entropy bonus and what the gradient-norm clip sees. In "
+        "PPO's clipped objective ({sec:clip}) the shift does more: it changes which samples are clipped.",
         Eq("eq-normalise-advantages",
            r"\hat A_t \leftarrow \frac{\hat A_t - \operatorname{mean}(\hat A)}{\operatorname{std}(\hat A) + 10^{-8}}",
            [Code("reinforce", "train", "b_returns = (b_returns - b_returns.mean()) / (b_returns.std() + 1e-8)")]
@@ -196,10 +206,11 @@ SECTIONS = [
            each(CRITIC, "compute_gae", "deltas = rewards + gamma * (1.0 - terminations) * next_values - values")),
         "Summing k residuals, the values in between cancel in pairs: k real rewards remain, then the "
         "critic's guess for the rest. Small k leans on the critic (low variance, biased where V is wrong); as k "
-        "grows, the estimate tends to the reward-to-go minus the baseline of {sec:baseline}.",
+        "grows, the estimate tends to the discounted reward-to-go minus the baseline of {sec:baseline}.",
         Eq("eq-k-step", r"\hat A_t^{(k)} = \sum_{l=0}^{k-1} \gamma^l \delta_{t+l}"
                         r" = -V(s_t) + \sum_{l=0}^{k-1} \gamma^l r_{t+l} + \gamma^k V(s_{t+k})"),
-        "GAE averages them all with weights $(1-\\lambda)\\lambda^{k-1}$, which sum to one. The residual "
+        "GAE averages them all with weights $(1-\\lambda)\\lambda^{k-1}$, which sum to one for λ < 1 (λ = 1 is "
+        "the limit, given by the sum below). The residual "
         "$\\delta_{t+l}$ appears in every $\\hat A_t^{(k)}$ with k > l, each time with the factor $\\gamma^l$, so its "
         "total weight is $\\gamma^l (1-\\lambda)\\sum_{k>l}\\lambda^{k-1} = (\\gamma\\lambda)^l$ (Schulman et al. 2016, "
         "eq. 16):",
@@ -211,7 +222,9 @@ SECTIONS = [
            each(CRITIC, "compute_gae", "next_advantage = deltas[t] + gamma * gae_lambda * not_dones[t] * next_advantage")),
         "The two ends. λ = 0 keeps the first residual alone: low variance, biased unless V is exact. λ = 1 "
         "lets the intermediate values cancel: the discounted reward-to-go minus the baseline, unbiased "
-        "(for $g^\\gamma$) whatever V is, and as noisy as {eq:eq-pg-baseline}.",
+        "(for $g^\\gamma$) whatever V is when the sum runs to the episode's termination (Schulman et al. 2016, "
+        "eq. 18). Where the data stops first, the bootstrap $\\gamma^k V(s_{t+k})$ brings V's error back. It is "
+        "as noisy as the discounted form of {eq:eq-pg-baseline} with b = V.",
         Eq("eq-gae-ends", r"\lambda = 0:\ \hat A_t = \delta_t, \qquad"
                           r" \lambda = 1:\ \hat A_t = \sum_{l\geq 0}\gamma^l r_{t+l} - V(s_t)"),
         "Adding the value back gives a target for the critic, $\\hat R_t = \\hat A_t + V(s_t)$. vpg.py and "
@@ -254,11 +267,13 @@ SECTIONS = [
         Eq("eq-importance", r"\mathbb{E}_{a\sim\pi_\theta(\cdot|s)}\big[f(a)\big]"
                             r" = \mathbb{E}_{a\sim\pi_{\theta_{old}}(\cdot|s)}"
                             r"\left[\frac{\pi_\theta(a|s)}{\pi_{\theta_{old}}(a|s)}\, f(a)\right]"),
-        "Applied to the advantage in {eq:eq-pg-advantage}, with the states left as $\\pi_{\\theta_{old}}$ "
-        "visited them, it gives the surrogate objective. It is TRPO's objective (Schulman et al. 2015, eq. 14, "
-        "which weights by Q where we weight by A: in expectation they differ by a term that does not depend on "
-        "θ) and PPO's $L^{CPI}$ (Schulman et al. 2017, eq. 6). The scripts form the ratio from log-probabilities, "
-        "as the exponential of their difference.",
+        "Applied to $\\sum_a \\pi_\\theta(a|s)\\, A^{\\pi_{\\theta_{old}}}(s,a)$, the advantage that the new "
+        "policy's actions have by the old policy's measure, with that advantage held fixed and the states left "
+        "as $\\pi_{\\theta_{old}}$ visited them, it gives the surrogate objective: the local approximation of "
+        "Kakade & Langford (2002) and Schulman et al. (2015, eq. 3). It is TRPO's objective (Schulman et al. "
+        "2015, eq. 14, which weights by Q where we weight by A: in expectation they differ by a term that does "
+        "not depend on θ) and PPO's $L^{CPI}$ (Schulman et al. 2017, eq. 6). The scripts form the ratio from "
+        "log-probabilities, as the exponential of their difference.",
         Eq("eq-ratio", r"r_t(\theta) = \frac{\pi_\theta(a_t|s_t)}{\pi_{\theta_{old}}(a_t|s_t)}"
                        r" = \exp\big(\log\pi_\theta(a_t|s_t) - \log\pi_{\theta_{old}}(a_t|s_t)\big)",
            each(PPO, "ppo_loss", "logratio = new_logprob - old_logprob", "ratio = logratio.exp()")
@@ -268,7 +283,7 @@ SECTIONS = [
            [Code("trpo", "surrogate", "return ((logprob - old_logprob).exp() * advantages).mean()")]),
         "At $\\theta = \\theta_{old}$ the ratio is 1 and its gradient is the gradient of the log-probability, "
         "so the surrogate's gradient there is the policy gradient of {eq:eq-vpg-loss}: L agrees with the true "
-        "objective to first order.",
+        "objective to first order (Schulman et al. 2015, eq. 4, after Kakade & Langford 2002).",
         Eq("eq-surrogate-gradient", r"\begin{array}{rl} \text{at } \theta = \theta_{old}: \quad \nabla_\theta r_t(\theta)"
                                     r" &= \frac{\nabla_\theta\pi_\theta(a_t|s_t)}{\pi_{\theta_{old}}(a_t|s_t)}"
                                     r" = \nabla_\theta\log\pi_\theta(a_t|s_t), \\"
@@ -334,9 +349,10 @@ SECTIONS = [
         "Conjugate gradient solves $Ax = b$, for A symmetric positive definite, by minimising "
         "$f(x) = \\tfrac12 x^\\top A x - b^\\top x$, whose gradient $Ax - b$ is minus the residual r. Each step "
         "minimises f exactly along the search direction p (that is α), and the next direction is made "
-        "conjugate to the last ($p_{new}^\\top A p = 0$), so that each step minimises f over all the directions "
-        "taken so far; in exact arithmetic it reaches the solution in at most n steps for n unknowns (Nocedal & "
-        "Wright 2006, ch. 5). TRPO stops after 10 (Schulman et al. 2015, appendix C.1).",
+        "conjugate to the last ($p_{new}^\\top A p = 0$). For this method that makes it conjugate to all the "
+        "earlier directions too (Nocedal & Wright 2006, Theorem 5.3), so each step minimises f over all the "
+        "directions taken so far (their Theorem 5.2); in exact arithmetic it reaches the solution in at most "
+        "n steps for n unknowns (Nocedal & Wright 2006, ch. 5). TRPO stops after 10 (Schulman et al. 2015, appendix C.1).",
         Eq("eq-conjugate-gradient", r"\alpha = \frac{r^\top r}{p^\top A p}, \qquad x \leftarrow x + \alpha p, \qquad"
                                     r" r_{new} = r - \alpha A p, \qquad p \leftarrow"
                                     r" r_{new} + \frac{r_{new}^\top r_{new}}{r^\top r}\, p",
@@ -354,7 +370,7 @@ SECTIONS = [
             Code("trpo", "trpo_step", "backtracks = line_search(params, full_step, acceptable, 0.8, 10)")]),
     ]),
     Section("clip", "The clipped surrogate", [
-        "TRPO's constraint needs second-order machinery and allows one step per batch. PPO keeps "
+        "TRPO's constraint needs second-order machinery and takes one step per batch. PPO keeps "
         "first-order steps, many minibatch steps over several epochs on one batch, and changes the objective "
         "instead, so that it stops rewarding a policy that moves far from the one that collected the data "
         "(Schulman et al. 2017, eq. 7):",
@@ -384,7 +400,7 @@ SECTIONS = [
         "So the most a sample's term can gain by moving $r_t$ from 1 is $\\epsilon|\\hat A_t|$, and gradient "
         "ascent has no reason to push $r_t$ beyond 1 ± ε in the direction its advantage favours. That removes "
         "the incentive, not the possibility: the samples share the weights, and the others can carry $r_t$ past "
-        "the clip. The scripts log the share of samples outside [1 − ε, 1 + ε] as `clipfrac`. Taking the min "
+        "the clip. The PPO scripts log the share of samples outside [1 − ε, 1 + ε] as `clipfrac`. Taking the min "
         "also makes $L^{CLIP}$ a lower bound on $L^{CPI}$ that agrees with it to first order at "
         "$\\theta_{old}$ (Schulman et al. 2017, §3): near $r_t = 1$ the clip is inactive and both terms are "
         "$r_t\\hat A_t$. In the first minibatch of an update the ratios are 1, and the gradient of $L^{CLIP}$ "
@@ -393,14 +409,17 @@ SECTIONS = [
                             r" \nabla_\theta L^{CLIP}(\theta_{old}) = \nabla_\theta L^{CPI}(\theta_{old})"),
         "The PPO scripts train actor and critic with one loss, the negative of the objective of Schulman et "
         "al. (2017, eq. 9): the clipped surrogate, a value error weighted by $c_1$ (`--vf-coef`), and an entropy "
-        "bonus weighted by $c_2$ (`--ent-coef`) that keeps the policy exploring.",
+        "bonus weighted by $c_2$ (`--ent-coef`) that keeps the policy exploring (0.01 in ppo_discrete.py; "
+        "0, no bonus, by default in ppo_continuous.py).",
         Eq("eq-ppo-loss", r"L(\theta) = -L^{CLIP} + c_1 L^{V} - c_2\, \hat{\mathbb{E}}_t\big[H(\pi_\theta(\cdot|s_t))\big]",
            each(PPO, "ppo_loss", "pg_loss = -surrogate(ratio, advantages, clip_coef)",
                 "loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss")),
         "The paper's value error is the plain squared error. PPO's reference code (OpenAI Baselines' ppo2) "
         "also clips the critic's change around the rollout's prediction, with the same ε, and takes the larger "
         "of the two errors, the critic's counterpart of the min above; the scripts follow it unless "
-        "`--no-clip-vloss` (Huang et al. 2022, core detail 9).",
+        "`--no-clip-vloss` (Huang et al. 2022, core detail 9). Like ppo2, they also halve the squared error, "
+        "so that $c_1$ = 0.5 (`--vf-coef`'s default) weighs it by ¼; with `--no-clip-vloss` their value error "
+        "is $\\tfrac12\\hat{\\mathbb{E}}_t[(V_\\theta(s_t) - \\hat R_t)^2]$.",
         Eq("eq-value-clip", r"\begin{array}{rl} V^{clip} &= V_{old} + \mathrm{clip}\big(V_\theta(s_t)"
                             r" - V_{old},\ -\epsilon,\ \epsilon\big) \\"
                             r" L^{V} &= \tfrac12\, \hat{\mathbb{E}}_t\left[\max\big((V_\theta(s_t)"
@@ -786,9 +805,12 @@ def check() -> None:
         raise ValueError(f"derivations: MATH_LINKS entries that no script's `# math:` line holds: {stale}")
 
 
-NOTATION = ("Notation: an episode has steps t = 0, …, T − 1; $\\pi_\\theta(a|s)$ is the policy, "
-            "$\\pi_{\\theta_{old}}$ the one that collected the batch; $\\hat{\\mathbb{E}}_t$ is the average over "
-            "the B steps of a batch; γ the discount, λ the GAE parameter, ε the clip range, δ the KL bound.")
+NOTATION = ("Notation: $\\pi_\\theta(a|s)$ is the policy, $\\pi_{\\theta_{old}}$ the one that collected the "
+            "batch; steps are t = 0, …, T − 1, T being an episode's length in {sec:pg-theorem}–{sec:baseline} "
+            "and a rollout's length per env (`--num-steps`) from {sec:gae} on; $\\hat{\\mathbb{E}}_t$ is the "
+            "average over the B steps of a batch; γ the discount, λ the GAE parameter, ε the clip range. "
+            "$\\delta_t$ is a TD residual, δ alone the KL bound (in {eq:eq-running-moments}, a difference of "
+            "means); H is the KL's Hessian in {sec:trust-region} and an entropy elsewhere.")
 
 
 def page() -> str:
@@ -802,8 +824,8 @@ def page() -> str:
         "trust region and the natural gradient, and the clipped surrogate; then the pieces that belong to the "
         "distributions and the data. Beside each equation that a script computes are the lines that compute "
         "it, each linked to its line on the script's page; each typeset <code># math:</code> line of a script "
-        "page links back here. Where a fact comes from a paper, the paper is named with the number of its "
-        "equation or section.</p>"
+        "page links back here. Where a fact comes from a paper, the paper is named, with the number of its "
+        "equation or section where it has one.</p>"
         f"<ol>{contents}</ol>"
         f"<p>{text(NOTATION)}</p>")
     body = "".join(section_html(s, section) for s, section in enumerate(SECTIONS, 1))

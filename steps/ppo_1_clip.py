@@ -8,7 +8,9 @@ A file of the course's steps (docs/trpo-to-ppo_discrete.html, docs/vpg-to-ppo_di
 vpg.py's algorithm with its policy update replaced by the clipped surrogate of Schulman, Wolski,
 Dhariwal, Radford and Klimov (2017, arXiv:1707.06347), optimised as OpenAI's Spinning Up does:
 full-batch Adam steps on the policy, stopped early by the KL. The critic, the rollout and the
-advantages are vpg.py's, unchanged. ppo_discrete.py then adds the details of PPO's reference code.
+advantages are vpg.py's; the rollout also stores log π_θ_old(a|s). ppo_discrete.py then adds the
+details of PPO's reference code. Comments that name the tooling (evaluation, input checks,
+checkpoints) speak of the scripts, whose tooling this file leaves out.
 
 What changes from vpg.py, one idea: many policy steps per batch on a clipped surrogate. VPG's
 estimate of the gradient holds only at the policy that collected the batch, so VPG takes one step
@@ -23,8 +25,11 @@ What changes from trpo.py, one idea: a clipped objective in place of the trust r
 each update inside a KL trust region with one step along the natural gradient, found by conjugate
 gradient and checked by a line search (`trpo_step` and its helpers go, with the KL's closed form
 and the warning of a rejected step). PPO gets a similar caution from first-order Adam steps on the
-clipped surrogate, with the KL as a stop rather than a constraint. The critic, the rollout and the
-advantages are TRPO's, which are vpg.py's.
+clipped surrogate, with the KL as a stop rather than a constraint. The policy has an Adam again
+(`--learning-rate` 3e-4, up to `--update-epochs` 80 steps, `--clip-coef` and `--target-kl` in place
+of `--max-kl` and `--cg-damping`), the rollout stores log π_θ_old(a|s), and the logs show the
+surrogate's loss and the k3 KL in place of the line search's statistics. The critic, the rollout
+and the advantages are otherwise TRPO's, which are vpg.py's.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """
@@ -59,7 +64,7 @@ class Args:
     clip_coef: float = 0.2
     """ε of the clipped surrogate objective; typical 0.1 to 0.3"""
     target_kl: float | None = 0.015
-    """stop an update's policy steps once the approx-KL exceeds it (Spinning Up: 1.5 × 0.01)"""
+    """stop an update's policy steps once the k3 KL exceeds it (Spinning Up: 1.5 × 0.01, on k1)"""
     vf_learning_rate: float = 1e-3
     """Adam step size of the critic (Spinning Up's vf_lr)"""
     vf_iters: int = 80
@@ -365,7 +370,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             ratio = logratio.exp()  # r_t(θ); 1 (up to rounding) at the first step
             # Early stop: the clip removes the incentive to move r beyond 1 ± ε, but it does not
             # bound r, so the steps end once the policy has moved far from π_old: the k3 estimate
-            # of KL[π_old ‖ π_θ], checked before each step, as Spinning Up's PPO does.
+            # of KL[π_old ‖ π_θ], checked before each step, as Spinning Up's PPO does (it checks
+            # the k1 estimate, the mean of log π_old − log π_θ, against 1.5 × its target_kl).
             kl = ((ratio - 1) - logratio).mean()
             if args.target_kl is not None and kl > args.target_kl:
                 break
@@ -385,7 +391,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         # math: k_3 = \mathbb{E}_t[(r_t - 1) - \log r_t]
         with torch.no_grad():
             _, new_logprob, _ = agent.get_action(b_obs, b_actions)
-            logratio = new_logprob - logprob.detach()
+            logratio = new_logprob - b_logprobs
             approx_kl = ((logratio.exp() - 1) - logratio).mean()
 
         # --- log: the value loss is the mean over the critic steps of this update ---

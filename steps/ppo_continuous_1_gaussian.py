@@ -5,7 +5,13 @@
 
 A file of the course's steps (docs/ppo_discrete-to-ppo_continuous.html): ppo_discrete.py's
 algorithm for `Box` actions. steps/ppo_continuous_2_norm.py then normalises observations and
-rewards, and ppo_continuous.py takes CleanRL's defaults for MuJoCo.
+rewards, and ppo_continuous.py takes CleanRL's defaults for MuJoCo. Comments that name the tooling
+(evaluation, input checks, checkpoints) speak of the scripts, whose tooling this file leaves out.
+With ppo_discrete.py's defaults it barely learns Pendulum-v1; with the flags rl-baselines3-zoo
+gives PPO there (as tests/test_steps.py runs it), it does:
+
+    python steps/ppo_continuous_1_gaussian.py --gamma 0.9 --learning-rate 1e-3 --num-steps 1024 \
+        --update-epochs 10 --num-minibatches 64 --ent-coef 0 --total-timesteps 300000
 
 What changes from ppo_discrete.py, one idea: a Gaussian policy for Box actions. The actor's output
 is the mean μ_θ(s) of a diagonal Gaussian, and log σ is a learned vector, the same in every state
@@ -72,7 +78,6 @@ class Args:
     """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
     bootstrap_truncation: bool = True
     """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
-
 
     # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
     seed: int = 1

@@ -5,17 +5,19 @@ ppo_discrete.py to ppo_continuous.py.
     tensorboard --logdir runs
 
 A file of the course's steps (docs/ppo_discrete-to-ppo_continuous.html): ppo_continuous.py's
-algorithm with ppo_discrete.py's defaults, which ppo_continuous.py then sets to CleanRL's for
-MuJoCo.
+algorithm with ppo_discrete.py's defaults but for the env (Pendulum-v1), which ppo_continuous.py
+then sets to CleanRL's for MuJoCo. Comments that name the tooling (evaluation, input checks,
+checkpoints) speak of the scripts, whose tooling this file leaves out. Like the step before, it
+learns Pendulum-v1 with the flags of steps/ppo_continuous_1_gaussian.py's docstring.
 
 What changes from ppo_continuous_1_gaussian.py, one idea: observations and rewards normalised by
 running statistics. MuJoCo's observation features differ in scale by orders of magnitude and its
 rewards by env, while the networks and the step size suit inputs and targets of order 1. Each
 feature of an observation is normalised by its running mean and std (`Agent.normalize_obs`, kept
 with the weights, since the policy acts on normalised inputs), and each reward divided by the
-running std of a discounted sum of past rewards (`RewardScaler`); `--no-norm-obs` and
-`--no-norm-reward` switch them off. A truncated episode's final observation is normalised without
-updating the statistics, since the policy never acts on it.
+running std of a discounted sum of past rewards (`RewardScaler`), each clipped to ±10 as in the
+reference code; `--no-norm-obs` and `--no-norm-reward` switch them off. A truncated episode's final
+observation is normalised without updating the statistics, since the policy never acts on it.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """

@@ -1,10 +1,10 @@
 """REINFORCE with a learned baseline: sub-step 1 of 4 from reinforce.py to vpg.py.
 
 The step from reinforce.py to vpg.py brings four ideas. The folder steps/ splits it into four
-sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py
-itself. Each file is the training algorithm only, the part of reinforce.py and vpg.py above
-their tooling (no input checks, evaluation or checkpoints), and runs with
-`python steps/vpg_1_baseline.py`.
+sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself.
+Each file is the training algorithm only, the part of reinforce.py and vpg.py above their tooling
+(no input checks, evaluation or checkpoints; comments that name the tooling speak of the scripts),
+and runs with `python steps/vpg_1_baseline.py`.
 
 What changes from reinforce.py, one idea: a learned baseline. REINFORCE weights each
 log-probability by the return G_t, whose variance grows with the episode. Here the weight is
@@ -261,7 +261,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         # The first reset seeds env i with seed + i; later resets continue those random streams
         # (new envs of a run resumed without its own, as Box2D's: unseeded ones).
         next_obs_np, _ = envs.reset(seed=args.seed if global_step == 0 else None)
-        next_obs_np = next_obs_np.astype(np.float32)  # float32, as the networks are
+        next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
         iteration_start, batch_steps = global_step, 0
         # NumPy while the rollout runs, one entry per step of the N envs; keep marks the steps
         # that enter the batch: env i's, up to the end of its last episode in the batch.

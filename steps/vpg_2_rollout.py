@@ -1,10 +1,10 @@
 """VPG with T-step batches: sub-step 2 of 4 from reinforce.py to vpg.py.
 
 The step from reinforce.py to vpg.py brings four ideas. The folder steps/ splits it into four
-sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py
-itself. Each file is the training algorithm only, the part of reinforce.py and vpg.py above
-their tooling (no input checks, evaluation or checkpoints), and runs with
-`python steps/vpg_2_rollout.py`.
+sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself.
+Each file is the training algorithm only, the part of reinforce.py and vpg.py above their tooling
+(no input checks, evaluation or checkpoints; comments that name the tooling speak of the scripts),
+and runs with `python steps/vpg_2_rollout.py`.
 
 What changes from vpg_1_baseline.py, one idea: a batch of a fixed T steps per env, cut
 mid-episode, bootstrapped. With a critic, V can stand in for the rewards a batch does not hold,
@@ -16,12 +16,12 @@ t to the cut,
 
     R̂_t = Σ_{l<k} γ^l r_{t+l} + γ^k V(s_{t+k}),
 
-with no V term where the episode terminates within the batch. The policy's weights are
-R̂_t − V(s_t), and the critic regresses on R̂_t. Every step taken enters a batch
-(vpg_1_baseline.py drops those taken while its batch's last episodes run to their end), a
-time-limit cut is no longer taken for the episode's end (Pardo et al. 2018), and the loss's
-scale no longer drifts with the episode length (see `vpg_loss`). The price: where V is inexact,
-the bootstrapped R̂_t is biased, by γ^k times V's error at the cut.
+with no V term where the episode terminates within the batch. The policy's weights are R̂_t −
+V(s_t), and the critic regresses on R̂_t. Every step taken enters a batch (vpg_1_baseline.py drops
+those taken while its batch's last episodes run to their end), a time-limit cut is no longer taken
+for the episode's end (Pardo et al. 2018), and the loss is a mean over a fixed B = N·T steps
+(vpg_1_baseline.py's B overshoots batch_size by the episodes still running). The price: where V is
+inexact, the bootstrapped R̂_t is biased, by γ^k times V's error at the cut.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """

@@ -63,12 +63,13 @@ def test_each_sub_step_file_is_the_algorithm_alone_and_runs_from_the_command_lin
     assert f"python steps/{name}.py" in source.split('"""')[1]  # its docstring says how to run it
 
 
-# The most lines each sub-step may change (above the tooling banner; a re-wrap counts none).
-LIMITS = {("reinforce", "vpg_1_baseline"): 150, ("vpg_1_baseline", "vpg_2_rollout"): 150,
-          ("vpg_2_rollout", "vpg_3_gae"): 80, ("vpg_3_gae", "vpg"): 40,
-          ("trpo", "ppo_1_clip"): 220, ("vpg", "ppo_1_clip"): 90, ("ppo_1_clip", "ppo_discrete"): 260,
-          ("ppo_discrete", "ppo_continuous_1_gaussian"): 60,
-          ("ppo_continuous_1_gaussian", "ppo_continuous_2_norm"): 90,
+# The most lines each step may change, above the tooling banner (a re-wrap counts none): what each
+# changes today, so that it can only fall. vpg → trpo, one idea, is not split.
+LIMITS = {("reinforce", "vpg_1_baseline"): 138, ("vpg_1_baseline", "vpg_2_rollout"): 140,
+          ("vpg_2_rollout", "vpg_3_gae"): 48, ("vpg_3_gae", "vpg"): 5, ("vpg", "trpo"): 186,
+          ("trpo", "ppo_1_clip"): 209, ("vpg", "ppo_1_clip"): 91, ("ppo_1_clip", "ppo_discrete"): 260,
+          ("ppo_discrete", "ppo_continuous_1_gaussian"): 56,
+          ("ppo_continuous_1_gaussian", "ppo_continuous_2_norm"): 85,
           ("ppo_continuous_2_norm", "ppo_continuous"): 20}
 
 
@@ -80,7 +81,7 @@ def test_each_step_page_shows_its_sub_steps_each_under_its_idea_with_its_count(o
     page = build.step_page(old, new)
     for k, (a, b, idea, one, _) in enumerate(hops, 1):
         _, count = build.changed_blocks(a, b, "algorithm")
-        assert 0 < count <= LIMITS.get((a, b), 10**6), (a, b, count)
+        assert 0 < count <= LIMITS[a, b], (a, b, count)
         heading = re.search(rf'<h2 id="step-{k}">(.*?)</h2>', page)[1]
         assert f"{build.file_of(a)} → {build.file_of(b)}: " in heading and build.prose(idea) in heading
         assert f"{count} lines of the algorithm changed" in page.split(f'id="step-{k}"')[1].split("<h3>")[0]
