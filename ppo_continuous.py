@@ -747,7 +747,7 @@ def main(args: RunArgs | None = None) -> dict:
                       "new episodes, not exactly as if never stopped", file=sys.stderr)
             state["envs"] = EnvGuard(state["envs"])
             return state
-        weights = nn.utils.parameters_to_vector(state["agent"].parameters())
+        weights = nn.utils.parameters_to_vector(state["agent"].parameters()).detach()
         if not math.isfinite(sum(losses.values()) + weights.sum()):
             raise FloatingPointError("a loss or weight became NaN or inf in an update: a learning "
                                      "rate too large? rewards of huge scale?")

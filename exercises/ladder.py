@@ -1,9 +1,14 @@
 """The exercises, in order: what each one blanks in the student's copy of the scripts, with the
 one-line hint its NotImplementedError gives. `make.py` cuts them out; `grade.py` checks them.
 
-A part names a function or method of a script, and optionally one of the two policy heads that
-reinforce.py, vpg.py and trpo.py hold in one method: "if", the Gaussian head in the block `if
-self.continuous:`, or "else", the categorical head that follows it.
+A part names a function or method of a script (a function defined inside another one as
+"trpo_step.acceptable"), and optionally one of the two policy heads that reinforce.py, vpg.py and
+trpo.py hold in one method: "if", the Gaussian head in the block `if self.continuous:`, or "else",
+the categorical head that follows it; or a block of its statements, by the text of their lines
+(not their line numbers, so that edits elsewhere in the script move nothing): one anchor names
+the statement whose first line holds it, two anchors the statements from the first to the second,
+taken in the innermost list of statements that holds both (the `with` block around the first,
+say, when the second follows it).
 """
 
 from typing import NamedTuple
@@ -15,6 +20,7 @@ class Part(NamedTuple):
     script: str
     name: str  # "compute_gae" or "Agent.get_action_and_value"
     branch: str | None = None  # None: the whole body; "if" / "else": the Gaussian / categorical head
+    block: tuple[str, ...] | None = None  # ("if truncated.any():",) or (first anchor, last anchor)
 
 
 class Exercise(NamedTuple):
@@ -56,4 +62,22 @@ LADDER = [
              [Part("trpo", "fisher_vector_product"), Part("trpo", "conjugate_gradient")],
              "H·v = ∇((∇KL)·v), ∇KL taken with create_graph=True, plus c·v; CG: α = rᵀr/pᵀAp, "
              "x += αp, r −= αAp, p = r + (r_newᵀr_new/rᵀr) p"),
+    Exercise(10, "the bootstrap: V(final observation) at a truncation, V(s_T) at the batch's end",
+             [Part(script, "train", block=block) for script in ("vpg", "trpo", "ppo_discrete", "ppo_continuous")
+              for block in [("if truncated.any():",),
+                            ("next_value = agent.get_value(next_obs)", "next_values = torch.where(")]],
+             "where an env was truncated, store V of infos['final_obs'] in final_values_np[step]; after the "
+             "rollout, next_values[t] = values[t + 1], V(next_obs) at t = T − 1 (no gradient), final_values "
+             "where truncated"),
+    Exercise(11, "PPO's update: epochs of shuffled minibatches, stopped early by --target-kl",
+             [Part("ppo_discrete", "train", block=("for _epoch in range(args.update_epochs):",)),
+              Part("ppo_continuous", "train", block=("for _epoch in range(args.update_epochs):",))],
+             "update_epochs times: a new random order of the batch, cut into num_minibatches minibatches, each "
+             "one Adam step on ppo_loss (Â normalised per minibatch, gradient clipped), its stats added to "
+             "update_stats; after each epoch, stop if its mean approx_kl > target_kl"),
+    Exercise(12, "TRPO's step: its length, and the backtracking line search",
+             [Part("trpo", "trpo_step", block=("full_step = ",)), Part("trpo", "trpo_step.acceptable"),
+              Part("trpo", "line_search")],
+             "full step = √(2δ / xᵀ(H+cI)x) · x; the line search tries θ_old + backtrack_coef^k · full step for "
+             "k = 0, 1, ... and keeps the first that acceptable() takes (mean KL ≤ δ and L risen), else θ_old"),
 ]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch
-from conftest import ROOT, SCRIPTS, run_script, short_args
+from conftest import ROOT, SCRIPTS, SHORT_RUNS, run_script, short_args
 
 PATHS = [name + ".py" for name in SCRIPTS]
 # Phrases of --help that show the algorithm's own flags are explained, with their paper symbols.
@@ -159,3 +159,14 @@ def test_ctrl_c_stops_at_once_and_leaves_the_last_checkpoint(path, checkpoints, 
         events = EventAccumulator(str(run_dir))
         events.Reload()
         assert events.Scalars("charts/SPS")  # the checkpointed update's scalars reached the file
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_run_prints_no_python_warning(name, tmp_path):
+    """A user's run, with Python's default warning filters, prints no warning of ours (a tensor that
+    needs a gradient turned into a number, a deprecation) between its progress lines."""
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in SHORT_RUNS[name].items()]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    out = subprocess.run([sys.executable, str(ROOT / f"{name}.py"), *flags, f"--log-dir={tmp_path}",
+                          "--checkpoint-every=1"], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0 and "Warning" not in out.stderr, out.stderr

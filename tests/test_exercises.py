@@ -1,40 +1,70 @@
-"""exercises/: the generator cuts out exactly the listed code and nothing else; the grader passes
-the reference scripts, fails a fresh copy with each exercise's hint, and names the mistake of
-typical wrong implementations, two per exercise."""
+"""exercises/: the generator cuts out exactly the listed code and nothing else, keeps every
+comment, and finds a block inside a function by its statements, not its line numbers; the grader
+passes the reference scripts, fails a fresh copy with each exercise's hint, and names the mistake
+of typical wrong implementations (two per exercise for the first nine; for the blocks inside
+train and trpo_step, each one named by the first check that fails)."""
 
 import ast
 import difflib
 import shutil
 import sys
 
+import gymnasium as gym
 import pytest
+import torch
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "exercises"))
 import grade  # noqa: E402
 import make  # noqa: E402
-from ladder import LADDER, SCRIPTS  # noqa: E402
+from ladder import LADDER, SCRIPTS, Part  # noqa: E402
 
 
 def listed(script: str) -> dict[str, list[str | None]]:
+    """The functions that lose their whole body or a head, by name: their branches (None: the body)."""
     out = {}
     for ex in LADDER:
         for part in ex.parts:
-            if part.script == script:
+            if part.script == script and part.block is None:
                 out.setdefault(part.name, []).append(part.branch)
     return out
 
 
 def definitions(tree: ast.Module) -> dict[str, ast.AST]:
-    """Every function and method by its dotted name."""
+    """Every function and method by its dotted name, with the functions defined inside them."""
     out = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            out[node.name] = node
-            for child in getattr(node, "body", []):
-                if isinstance(child, ast.FunctionDef):
-                    out[f"{node.name}.{child.name}"] = child
+
+    def walk(body, prefix):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                out[prefix + node.name] = node
+                walk(node.body, f"{prefix}{node.name}.")
+
+    walk(tree.body, "")
     return out
+
+
+# Each block cut from a function, by its anchors: the first and the last line of the code it cuts
+# (stripped). The comment lines among them stay.
+BLOCK_CUTS = {
+    ("if truncated.any():",): ("if truncated.any():  # bootstrap a cut episode with V of its real final observation",
+                               "final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()"),
+    ("next_value = agent.get_value(next_obs)", "next_values = torch.where("): (
+        "with torch.no_grad():", "next_values = torch.where(truncations.bool(), final_values, next_values)"),
+    ("for _epoch in range(args.update_epochs):",): ("for _epoch in range(args.update_epochs):", "break"),
+    ("full_step = ",): ("full_step = (2 * args.max_kl / (x @ fvp(x)).clamp_min(1e-30)) ** 0.5 * x",) * 2,
+}
+
+
+def block_lines(lines: list[str], node: ast.AST, block: tuple[str, ...]) -> range:
+    """The 0-based indices of a block's lines in the reference, from BLOCK_CUTS: from the last
+    line before the first anchor's that is the block's first, to the next that is its last."""
+    first, last = BLOCK_CUTS[block]
+    body = range(node.lineno - 1, node.end_lineno)
+    (anchor,) = [i for i in body if block[0] in lines[i]]
+    start = max(i for i in body if i <= anchor and lines[i].strip() == first)
+    end = next(i for i in body if i >= start and lines[i].strip() == last)
+    return range(start, end + 1)
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
@@ -57,20 +87,83 @@ def test_the_generator_blanks_exactly_the_listed_code(script, tmp_path):
             for branch in branches:
                 block = test.body if branch == "if" else node.body[node.body.index(test) + 1:]
                 assert [type(n) for n in block] == [ast.Raise, ast.Return], (name, branch)
-    # Every changed line of the reference lies inside a listed definition; the student copy keeps
-    # its `# math:` lines and replaces the rest with `raise NotImplementedError(...)` lines.
+    # Every changed line of the reference lies inside a listed definition or block; the student
+    # copy keeps its comment lines and replaces the rest with `raise NotImplementedError(...)`
+    # lines. A block loses every line of its code and nothing around it.
     ref_lines, student_lines = reference.split("\n"), student.split("\n")
-    inside = set()
+    inside, blocks = set(), []
     for name in listed(script):
-        inside.update(range(ref_defs[name].lineno, ref_defs[name].end_lineno + 1))
+        inside.update(range(ref_defs[name].lineno - 1, ref_defs[name].end_lineno))
+    for ex in LADDER:
+        for part in ex.parts:
+            if part.script == script and part.block is not None:
+                blocks.append(block_lines(ref_lines, ref_defs[part.name], part.block))
+                inside.update(blocks[-1])
+                node = student_defs[part.name]
+                raises = [n for n in ast.walk(node) if isinstance(n, ast.Raise) and f"exercise {ex.number}:" in ast.unparse(n)]
+                inner = [p for p in ex.parts if p.script == script and p.name.startswith(part.name)]
+                assert len(raises) == len(inner), part  # one per block, and per function defined inside
+    removed = set()
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ref_lines, student_lines, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
-        assert set(range(i1 + 1, i2 + 1)) <= inside, (tag, ref_lines[i1:i2])
+        removed.update(range(i1, i2))
+        assert set(range(i1, i2)) <= inside, (tag, ref_lines[i1:i2])
         assert all("raise NotImplementedError(\"exercise " in line for line in student_lines[j1:j2]), student_lines[j1:j2]
+    for block in blocks:
+        code = {i for i in block if ref_lines[i].strip() and not ref_lines[i].strip().startswith("#")}
+        assert code <= removed and block.start - 1 not in removed and block.stop not in removed, ref_lines[block.start]
     for line in ref_lines:
         if line.strip().startswith("# math:"):
             assert line in student_lines  # the equations stay
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_blanked_body_keeps_its_comments(script, tmp_path):
+    """Every whole-line comment of the reference, the explanations as well as the `# math:` lines,
+    is in the student's copy, in its place among the others."""
+    make.make(tmp_path)
+    comments = [line for line in (ROOT / f"{script}.py").read_text().split("\n") if line.strip().startswith("#")]
+    kept = [line for line in (tmp_path / f"{script}.py").read_text().split("\n") if line.strip().startswith("#")]
+    assert kept == comments
+    explaining = [line for ex in LADDER for part in ex.parts if part.script == script for line in make_region(part)
+                  if line.strip().startswith("#") and not line.strip().startswith("# math:")]
+    assert explaining  # each script has explanations in a cut body, which the copy keeps
+
+
+def make_region(part) -> list[str]:
+    """The reference's lines that the generator cuts for `part` (its region, comments included)."""
+    lines = (ROOT / f"{part.script}.py").read_text().split("\n")
+    start, end, _ = make.region(lines, make.find(ast.parse("\n".join(lines)), part.name), part.branch, part.block)
+    return lines[start - 1:end]
+
+
+def test_a_block_is_found_by_its_statements_not_its_line_numbers():
+    """Lines added above train and inside it, around a block and in it (comments, blank lines)
+    move nothing: the copy is the same but for the comments added, and a blank line in a block
+    goes with its code."""
+    source = (ROOT / "ppo_discrete.py").read_text()
+    parts = make.parts_of("ppo_discrete")
+    normalised = "                # Normalised per minibatch"
+    edits = [("\n\ndef train(", "\n\n# a comment\n\ndef train("),
+             ("        # --- bootstrap and advantages ---\n", "        # --- bootstrap and advantages ---\n\n        # more\n"),
+             (normalised, "                # a comment inside the block\n" + normalised)]
+    edited = source.replace("mb_advantages = b_advantages[mb_inds]\n", "mb_advantages = b_advantages[mb_inds]\n\n")
+    for old, new in edits:
+        assert source.count(old) == 1, old
+        edited = edited.replace(old, new)
+    expected = make.blank(source, parts)
+    for old, new in edits:
+        expected = expected.replace(old, new)
+    assert edited != source and make.blank(edited, parts) == expected
+
+
+def test_an_anchor_that_names_no_statement_or_several_is_refused():
+    source = (ROOT / "vpg.py").read_text()
+    for anchor, count in [("with torch.no_grad():", 2), ("no such line", 0)]:
+        part = Part("vpg", "train", block=(anchor,))
+        with pytest.raises(SystemExit, match=f"{count} statements of train begin with a line that holds"):
+            make.blank(source, [(10, "hint", part)])
 
 
 def test_the_reference_scripts_pass_every_exercise():
@@ -144,9 +237,11 @@ def test_a_typical_mistake_fails_with_a_message_that_names_it(number, script, ri
 
 
 def test_a_script_whose_exercises_pass_learns_cartpole():
-    """The learning run that follows the exercises of ppo_discrete.py (3, 4 and 6), on the reference."""
+    """The learning run that follows the exercises of ppo_discrete.py (3, 4, 6, 10 and 11), on the
+    reference."""
     lines = []
-    grade.grade(ROOT, [3, 4, 6], learning=True, out=lines.append)
+    grade.grade(ROOT, [ex.number for ex in LADDER if any(p.script == "ppo_discrete" for p in ex.parts)],
+                learning=True, out=lines.append)
     (line,) = [line for line in lines if "learns" in line]
     assert line.startswith("  ✓ ppo_discrete.py learns CartPole-v1"), line
 
@@ -185,3 +280,190 @@ def test_the_grader_names_a_gae_mistake_and_claims_nothing_else(planted, tmp_pat
     first, *later = failures
     assert f": {mistake}" in first, first
     assert all(line.endswith("(may follow from the failure above: fix that first)") for line in later), later
+
+
+EPOCH_START = "        for _epoch in range(args.update_epochs):\n            b_inds = torch.randperm(batch_size, device=device)\n"
+EPOCH_KL = "            if args.target_kl is not None and epoch_kl > args.target_kl:\n                break\n"
+ACCEPTABLE = ("return (mean_kl(agent, obs, old) <= args.max_kl\n"
+              "                and surrogate(new_logprob, old_logprob, advantages) > objective)")
+# Planted in a block inside train or trpo_step, or in line_search: (exercise, script, reference code,
+# wrong code, the mistake the first failure of that script names)
+BLOCK_MISTAKES = {
+    "reset-value": (10, "vpg", 'final_obs_np = np.stack(infos["final_obs"][idx])', "final_obs_np = next_obs_np[idx]",
+                    "bootstrapped with V of the reset observation, the next episode's first"),
+    "zero-at-truncation": (10, "vpg", "final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()",
+                           "final_values_np[step, idx] = 0.0", "bootstrapped with 0, as if the episode had terminated"),
+    "batch-end-terminates": (10, "vpg", "next_values = torch.cat([values[1:], next_value[None]])",
+                             "next_values = torch.cat([values[1:], torch.zeros_like(next_value)[None]])",
+                             "the rollout's end cuts the episode, it does not end it"),
+    "shifted-back": (10, "vpg", "next_values = torch.cat([values[1:], next_value[None]])",
+                     "next_values = torch.cat([next_value[None], values[:-1]])", "next_values is shifted the wrong way"),
+    "same-step": (10, "vpg", "next_values = torch.cat([values[1:], next_value[None]])", "next_values = values.clone()",
+                  "next_values[t] is V(s_t), the value of the same step"),
+    "with-gradient": (10, "vpg", "with torch.no_grad():\n            next_obs = torch.from_numpy(next_obs_np)",
+                      "if True:\n            next_obs = torch.from_numpy(next_obs_np)", "next_values carries a gradient"),
+    "raw-final-obs": (10, "ppo_continuous",
+                      "                    final_obs_np = agent.normalize_obs(final_obs_np, update=False)\n", "",
+                      "the final observation is not normalised"),
+    "same-split": (11, "ppo_discrete", EPOCH_START,
+                   "        b_inds = torch.randperm(batch_size, device=device)\n"
+                   "        for _epoch in range(args.update_epochs):\n",
+                   "the minibatches hold the same samples every epoch"),
+    "part-of-batch": (11, "ppo_discrete", "for start in range(0, batch_size, minibatch_size):",
+                      "for start in range(0, batch_size - minibatch_size, minibatch_size):",
+                      "an epoch visits 96 of the batch's 128 samples"),
+    "with-replacement": (11, "ppo_discrete", "b_inds = torch.randperm(batch_size, device=device)",
+                         "b_inds = torch.randint(batch_size, (batch_size,), device=device)", "drawn with replacement"),
+    "one-epoch": (11, "ppo_discrete", "for _epoch in range(args.update_epochs):", "for _epoch in range(1):",
+                  "an update runs one epoch"),
+    "stored-by-position": (11, "ppo_discrete", "b_logprobs[mb_inds]", "b_logprobs[start:start + minibatch_size]",
+                           "index every batch tensor with the same minibatch indices"),
+    "not-normalised": (11, "ppo_discrete", "                if args.norm_adv:\n", "                if False:\n",
+                       "the advantages are not normalised within each minibatch"),
+    "not-clipped": (11, "ppo_discrete", "nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)", "pass",
+                    "the gradient is not clipped to --max-grad-norm"),
+    "never-stops": (11, "ppo_discrete", EPOCH_KL, EPOCH_KL.replace("break", "pass"), "--target-kl never stops an update"),
+    "stops-before": (11, "ppo_discrete", EPOCH_START,
+                     EPOCH_START.replace("            b_inds", "            if args.target_kl is not None:\n"
+                                                           "                break\n            b_inds"),
+                     "an update took no step at all"),
+    "per-minibatch": (11, "ppo_discrete", "                epoch_stats.append(stats)\n",
+                      "                epoch_stats.append(stats)\n"
+                      '                if args.target_kl is not None and stats["approx_kl"] > args.target_kl:\n'
+                      "                    break\n", "the early stop acts inside an epoch"),
+    "last-minibatch": (11, "ppo_discrete", 'epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()',
+                       'epoch_kl = epoch_stats[-1]["approx_kl"]', "the early stop follows one minibatch's approx_kl"),
+    "no-square-root": (12, "trpo", ".clamp_min(1e-30)) ** 0.5 * x", ".clamp_min(1e-30)) * x",
+                       "the square root is missing"),
+    "no-factor-2": (12, "trpo", "full_step = (2 * args.max_kl /", "full_step = (args.max_kl /",
+                    "the factor 2 is missing"),
+    "zero-over-zero": (12, "trpo", "(x @ fvp(x)).clamp_min(1e-30)", "(x @ fvp(x))", "your full step is NaN"),
+    "never-shrinks": (12, "trpo", "old_params + backtrack_coef**k * full_step", "old_params + full_step",
+                      "every try takes the same step"),
+    "from-last-try": (12, "trpo", "old_params + backtrack_coef**k * full_step",
+                      "nn.utils.parameters_to_vector(params) + backtrack_coef**k * full_step",
+                      "each try starts from the previous one"),
+    "one-past": (12, "trpo", "            return k\n", "            return k + 1\n",
+                 "the line search does not keep the first accepted try"),
+    "not-restored": (12, "trpo", "    nn.utils.vector_to_parameters(old_params, params)\n    return backtrack_iters",
+                     "    return backtrack_iters", "θ was left at the last try"),
+    "kl-unchecked": (12, "trpo", ACCEPTABLE, "return surrogate(new_logprob, old_logprob, advantages) > objective",
+                     "a step that leaves the trust region (mean KL > δ) is accepted"),
+    "surrogate-unchecked": (12, "trpo", ACCEPTABLE, "return mean_kl(agent, obs, old) <= args.max_kl",
+                            "a step that lowers the surrogate is accepted"),
+}
+
+
+@pytest.mark.parametrize("planted", BLOCK_MISTAKES)
+def test_the_grader_names_a_mistake_in_a_block_first(planted, tmp_path):
+    """Exercises 10-12: the first failing check of the planted script names the mistake, every later
+    failure there only points back to it, and the exercise's other scripts pass."""
+    number, script, right, wrong, mistake = BLOCK_MISTAKES[planted]
+    for name in SCRIPTS:
+        shutil.copy(ROOT / f"{name}.py", tmp_path)
+    source = (tmp_path / f"{script}.py").read_text()
+    assert source.count(right) == 1, right
+    (tmp_path / f"{script}.py").write_text(source.replace(right, wrong))
+    lines = []
+    assert not grade.grade(tmp_path, [number], learning=False, out=lines.append)[number]
+    failures = [line for line in lines if "✗" in line]
+    assert all(line.startswith(f"  ✗ {script}.py: ") for line in failures), failures  # the other copies pass
+    first, *later = failures
+    assert mistake in first, first
+    assert all(line.endswith("(may follow from the failure above: fix that first)") for line in later), later
+
+
+def test_the_checks_of_a_block_run_the_reference_for_the_other_exercises(tmp_path):
+    """Exercise 10 runs vpg.py's train, through the policy of exercise 3: a mistake there that
+    breaks the rollout is not exercise 10's, whose checks run the reference's policy."""
+    for name in SCRIPTS:
+        shutil.copy(ROOT / f"{name}.py", tmp_path)
+    right = "logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)"
+    source = (tmp_path / "vpg.py").read_text()
+    assert source.count(right) == 1
+    (tmp_path / "vpg.py").write_text(source.replace(right, "logprob = log_pi.gather(-1, action)"))
+    agent = grade.load(tmp_path, "vpg").Agent(3, gym.spaces.Discrete(2))
+    with pytest.raises(RuntimeError):  # the planted policy cannot act
+        agent.get_action(torch.zeros(2, 3))
+    lines = []
+    assert grade.grade(tmp_path, [10], learning=False, out=lines.append)[10], "\n".join(lines)
+
+
+# Right answers written otherwise than the reference's: (exercise, script, {anchor or name: code}),
+# each code put in place of the part's region (its comment lines go with it).
+OTHERWISE = [
+    (10, "vpg", {"if truncated.any():": """\
+                for i in range(args.num_envs):  # one env at a time
+                    if truncated[i]:
+                        last = torch.tensor(infos["final_obs"][i], dtype=torch.float32, device=device)
+                        final_values_np[step, i] = agent.get_value(last[None]).item()""",
+                 "next_value = agent.get_value(next_obs)": """\
+        next_values = torch.empty_like(values)  # filled in place
+        next_values[:-1] = values[1:]
+        next_values[-1] = agent.get_value(torch.from_numpy(next_obs_np).to(device)).detach()
+        next_values[truncations.bool()] = final_values[truncations.bool()]"""}),
+    (11, "ppo_discrete", {"for _epoch in range(args.update_epochs):": """\
+        epoch = 0
+        while epoch < args.update_epochs:  # NumPy's permutations, the KL averaged by hand
+            kls = []
+            for mb_inds in torch.as_tensor(np.random.permutation(batch_size), device=device).split(minibatch_size):
+                _, new_logprob, entropy, new_value = agent.get_action_and_value(b_obs[mb_inds], b_actions[mb_inds])
+                mb_advantages = b_advantages[mb_inds]
+                if args.norm_adv:
+                    mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+                loss, stats = ppo_loss(new_logprob, b_logprobs[mb_inds], mb_advantages, new_value, b_values[mb_inds],
+                                       b_returns[mb_inds], entropy, args.clip_coef, args.clip_vloss, args.ent_coef,
+                                       args.vf_coef)
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
+                optimizer.step()
+                update_stats.append(stats)
+                kls.append(stats["approx_kl"].item())
+            epoch += 1
+            if args.target_kl is not None and sum(kls) / len(kls) > args.target_kl:
+                break"""}),
+    (12, "trpo", {"full_step = ": """\
+    xhx = x @ fvp(x)  # no clamp: a zero x is caught here
+    full_step = x * torch.sqrt(2 * args.max_kl / xhx) if xhx > 0 else torch.zeros_like(x)""",
+                  "trpo_step.acceptable": """\
+        if mean_kl(agent, obs, old) > args.max_kl:
+            return False
+        return bool(surrogate(agent.get_action(obs, actions)[1], old_logprob, advantages) > objective)""",
+                  "line_search": """\
+    saved, scale = [p.detach().clone() for p in params], 1.0  # a copy of each weight, no flat vector
+    for k in range(backtrack_iters):
+        offset = 0
+        for p, old in zip(params, saved, strict=True):
+            p.copy_(old + scale * full_step[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+        if acceptable():
+            return k
+        scale *= backtrack_coef
+    for p, old in zip(params, saved, strict=True):
+        p.copy_(old)
+    return backtrack_iters"""}),
+]
+
+
+@pytest.mark.parametrize("number,script,answers", OTHERWISE, ids=[f"{o[0]}-{o[1]}" for o in OTHERWISE])
+def test_a_right_answer_written_otherwise_passes(number, script, answers, tmp_path):
+    """The checks of exercises 10-12 test what the code does, not how it is written: a per-env
+    loop, a tensor filled in place, NumPy's permutations and a while loop, torch.sqrt, a line
+    search over copies of the weights all pass."""
+    for name in SCRIPTS:
+        shutil.copy(ROOT / f"{name}.py", tmp_path)
+    lines = (tmp_path / f"{script}.py").read_text().split("\n")
+    tree = ast.parse("\n".join(lines))
+    (ex,) = [ex for ex in LADDER if ex.number == number]
+    regions = []
+    for part in [p for p in ex.parts if p.script == script]:
+        key = part.block[0] if part.block else part.name
+        start, end, _ = make.region(lines, make.find(tree, part.name), part.branch, part.block)
+        regions.append((start, end, answers.pop(key).split("\n")))
+    assert not answers  # each answer took a part's place
+    for start, end, code in sorted(regions, reverse=True):
+        lines[start - 1:end] = code
+    (tmp_path / f"{script}.py").write_text("\n".join(lines))
+    out = []
+    assert grade.grade(tmp_path, [number], learning=False, out=out.append)[number], "\n".join(out)
