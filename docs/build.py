@@ -19,12 +19,16 @@ out: the notes never say again what the code column says. The imports are folded
 the tooling: everything from the banner `# --- tooling: ... ---` on is in a <details> that is
 closed until the reader opens it.
 
-Step pages (reinforce-to-vpg.html, ...) show what changes from one script to the next in the
-reading order: the differences of each definition, the algorithm's first, then the rest; there a
-fraction in a `# math:` line is drawn as large as the code around it.
+Step pages (reinforce-to-vpg.html, ..., and vpg-to-ppo_discrete.html for a reader who skips TRPO)
+go step by step through the files in steps/ (SUBSTEPS): each step under the idea, or list of
+details, its docstring names, with the algorithm's lines it removes or adds and the differences of
+each definition above the tooling banner; then the tooling's differences, once. There a fraction
+in a `# math:` line is drawn as large as the code around it. derivations.html (docs/derivations.py)
+derives the equations beside the lines that compute them, and each `# math:` equation of a script
+page links to it.
 
 Pages are self-contained static HTML: no JavaScript, no network. A `# math:` formula that does not
-convert stops the build.
+convert, or a link that no longer resolves, stops the build.
 """
 
 import argparse
@@ -616,18 +620,20 @@ def step_page(old_name: str, new_name: str) -> str:
         name = f"step {k} of {len(hops)}: " if len(hops) > 1 else ""
         kind = "one idea" if one else "not one idea"
         items.append(f'<li><a href="#step-{k}">{file_of(a)} → {file_of(b)}</a>: {prose(idea)} '
-                     f"({kind}; {count} lines changed)</li>")
+                     f"({kind}; {count} lines removed or added)</li>")
         sections.append(f'<h2 id="step-{k}">{name.capitalize()}{file_of(a)} → {file_of(b)}: {prose(idea)}</h2>'
-                        f'<p class="count">{count} lines of the algorithm changed (above the tooling banner; '
+                        f'<p class="count">{count} lines of the algorithm removed or added (above the tooling banner; '
                         f"a change that only re-wraps a comment counts none)</p>"
                         f"<p>{prose(' '.join(paragraph.split()))}</p>"
                         + ("".join(blocks) or "<p>No difference.</p>"))
     rest, _ = changed_blocks(old_name, new_name, "tooling")
     if len(hops) > 1:
         files = ", ".join(f"<code>{file_of(b)}</code>" for _, b, *_ in hops[:-1])
+        learns = " (on Pendulum-v1 with the flags in its docstring)" if new_name == "ppo_continuous" else ""
         intro = (f"<p>{len(hops)} steps, each from a file to the next, which its heading names. The files "
-                 f"between the two scripts ({files}) are each a script's algorithm, above its tooling, "
-                 f"and run and learn: <code>python {file_of(hops[0][1])}</code>.</p><ol>{''.join(items)}</ol>")
+                 f"between the two scripts ({files}) are the algorithm alone, without the scripts' tooling, "
+                 f"and each runs and learns{learns}: <code>python {file_of(hops[0][1])}</code>.</p>"
+                 f"<ol>{''.join(items)}</ol>")
         title = f"{old_name}.py → {new_name}.py in {len(hops)} steps"
     else:
         intro = f"<ol>{''.join(items)}</ol>"
@@ -665,12 +671,13 @@ def index() -> str:
 <code># math:</code> lines typeset as equations) and its functions' and classes' docstrings, moved out of the
 code; on the right the code they explain, with the file's line numbers and its end-of-line comments (a moved
 docstring leaves one line saying where it went). The module docstring opens the page, the flags' docstrings
-become their table, and the imports and the tooling are folded. Each typeset equation links to
+become their table, and the imports and the tooling are folded. Each <code># math:</code> equation links to
 <a href="derivations.html">the derivations</a>, one page from the policy-gradient theorem to the clipped
-surrogate, which links each equation back to the lines that compute it. Read them
-in this order; between two scripts, a step page shows what changes from one to the next, in steps of
-one idea each where the step brings more than one: each step between two scripts is a file in
-<code>steps/</code> that runs and learns.</p>
+surrogate (then the pieces), which shows beside each equation that a script computes the lines that compute
+it. Read the scripts in this order; between two, a step page shows what changes from one to the next; where
+that is more than one idea, it goes in steps through files in <code>steps/</code>, each the algorithm alone,
+which run and learn; each step is one idea but two lists of details (PPO's reference code, CleanRL's MuJoCo
+defaults).</p>
 <ul>
 {nl.join(items)}
 </ul>

@@ -67,8 +67,8 @@ LADDER = [
               for block in [("if truncated.any():",),
                             ("next_value = agent.get_value(next_obs)", "next_values = torch.where(")]],
              "where an env was truncated, store V of infos['final_obs'] in final_values_np[step]; after the "
-             "rollout, next_values[t] = values[t + 1], V(next_obs) at t = T − 1 (no gradient), final_values "
-             "where truncated"),
+             "rollout, next_values[t] = values[t + 1], at t = T − 1 V of next_obs_np (the observation after the "
+             "last step; no gradient), final_values where truncated"),
     Exercise(11, "PPO's update: epochs of shuffled minibatches, stopped early by --target-kl",
              [Part("ppo_discrete", "train", block=("for _epoch in range(args.update_epochs):",)),
               Part("ppo_continuous", "train", block=("for _epoch in range(args.update_epochs):",))],

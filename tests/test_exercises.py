@@ -1,7 +1,7 @@
 """exercises/: the generator cuts out exactly the listed code and nothing else, keeps every
 comment, and finds a block inside a function by its statements, not its line numbers; the grader
 passes the reference scripts, fails a fresh copy with each exercise's hint, and names the mistake
-of typical wrong implementations (two per exercise for the first nine; for the blocks inside
+of typical wrong implementations (two per exercise for the first nine, three for exercise 6; for the blocks inside
 train and trpo_step, each one named by the first check that fails)."""
 
 import ast

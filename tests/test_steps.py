@@ -84,9 +84,9 @@ def test_each_step_page_shows_its_sub_steps_each_under_its_idea_with_its_count(o
         assert 0 < count <= LIMITS[a, b], (a, b, count)
         heading = re.search(rf'<h2 id="step-{k}">(.*?)</h2>', page)[1]
         assert f"{build.file_of(a)} → {build.file_of(b)}: " in heading and build.prose(idea) in heading
-        assert f"{count} lines of the algorithm changed" in page.split(f'id="step-{k}"')[1].split("<h3>")[0]
+        assert f"{count} lines of the algorithm removed or added" in page.split(f'id="step-{k}"')[1].split("<h3>")[0]
         kind = "one idea" if one else "not one idea"
-        assert f"({kind}; {count} lines changed)" in page
+        assert f"({kind}; {count} lines removed or added)" in page
     # the tooling's differences come once, after the steps
     assert page.count("<h2>Everything else") == 1 and page.index(f'id="step-{len(hops)}"') < page.index(
         "<h2>Everything else")
