@@ -607,9 +607,30 @@ def course(old_name: str, new_name: str) -> list[tuple[str, str, str, bool, str]
     for a, b in itertools.pairwise(chain):
         doc = ast.get_docstring(ast.parse(source_of(b))) or ""
         idea, one = step_idea(a, b, doc)
-        paragraph = next(p for p in doc.split("\n\n") if p.startswith(f"What changes from {a}.py"))
-        hops.append((a, b, idea, one, paragraph))
+        blocks = doc.split("\n\n")
+        first = next(i for i, p in enumerate(blocks) if p.startswith(f"What changes from {a}.py"))
+        text = [blocks[first]]  # with the equations indented after it and the prose that goes on from them
+        for block in blocks[first + 1:]:
+            if not (block.startswith("    ") or text[-1].startswith("    ")) or block.startswith(STOPS):
+                break
+            text.append(block)
+        hops.append((a, b, idea, one, "\n\n".join(text)))
     return hops
+
+
+# Paragraphs of a module docstring that speak of the whole file, not of one step.
+STOPS = ("What changes from", "Lines starting with", "Defaults follow", "Details are cited")
+
+
+def step_text(text: str) -> str:
+    """A step's paragraphs from its file's docstring: prose, and each indented formula typeset."""
+    out = []
+    for block in text.split("\n\n"):
+        if block.startswith("    "):
+            out += [docstring_equation(line) for line in block.split("\n") if line.strip()]
+        else:
+            out.append(f"<p>{prose(' '.join(block.split()))}</p>")
+    return "".join(out)
 
 
 def step_page(old_name: str, new_name: str) -> str:
@@ -624,7 +645,7 @@ def step_page(old_name: str, new_name: str) -> str:
         sections.append(f'<h2 id="step-{k}">{name.capitalize()}{file_of(a)} → {file_of(b)}: {prose(idea)}</h2>'
                         f'<p class="count">{count} lines of the algorithm removed or added (above the tooling banner; '
                         f"a change that only re-wraps a comment counts none)</p>"
-                        f"<p>{prose(' '.join(paragraph.split()))}</p>"
+                        f"{step_text(paragraph)}"
                         + ("".join(blocks) or "<p>No difference.</p>"))
     rest, _ = changed_blocks(old_name, new_name, "tooling")
     if len(hops) > 1:
