@@ -41,7 +41,7 @@ def test_written_out_gaussian_equals_torch_distributions_bit_for_bit(module=ppo)
 
     def library_dist():
         mean = agent.actor(obs)
-        return torch.distributions.Normal(mean, agent.actor_logstd.exp().expand_as(mean))
+        return torch.distributions.Normal(mean, agent.actor_logstd.expand_as(mean).exp())
 
     assert_policy_equals_library(lambda o, a: agent.get_action_and_value(o, a)[:3], library_dist, obs,
                                  list(agent.actor.parameters()) + [agent.actor_logstd], continuous=True)
