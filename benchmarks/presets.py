@@ -124,6 +124,18 @@ ABLATIONS = (  # the truncation cells first: they are the ones that every env ge
 )
 SUITES["ablations"] = ABLATIONS
 
+# Side by side with CleanRL (issue 59): its ppo_continuous_action.py (run.py's CLEANRL, at a pinned
+# commit with reference_runs/'s patch) and ppo_continuous.py, each at its own defaults, on the same
+# machine and simulator (gymnasium 1.4, mujoco 4), 1M steps, seeds 1-10; and ours without the
+# truncation bootstrap on HalfCheetah. Seed by seed across the cells, so that a suite cut short
+# has the same seeds on both sides. Our cells share their ids with the mujoco and ablations suites,
+# whose finished runs (the same command) are reused.
+SIDE_BY_SIDE_ENVS = ["HalfCheetah-v4", "Walker2d-v4", "Hopper-v4"]
+SUITES["side-by-side"] = [
+    cell for seed in range(1, 11) for env_id in SIDE_BY_SIDE_ENVS for cell in (
+        ("cleanrl_ppo_continuous_action", env_id, [], [seed]), ("ppo_continuous", env_id, [], [seed]))
+] + [("ppo_continuous", "HalfCheetah-v4", [DETAILS[0]], [seed], DETAILS[0][2:]) for seed in range(1, 11)]
+
 # Published figures to print beside ours (see RESULTS.md for the metric of each source).
 REFERENCES = {
     ("ppo_discrete", "CartPole-v1"): "CleanRL ppo.py 490.04 ± 6.12 at 500k (last-100 training mean, 3 seeds)",

@@ -63,8 +63,37 @@ def matrix(suite: str) -> list[dict]:
     return runs
 
 
+# A peer's script that a suite may run beside ours (the side-by-side suite): CleanRL's
+# ppo_continuous_action.py at a pinned commit, with reference_runs/'s patch. Its source is not part
+# of this repository: give the file at that commit as benchmarks/.cleanrl/ppo_continuous_action.py
+# (or in $CLEANRL_SOURCE); run.py checks its digest, patches a copy and runs that.
+CLEANRL = "cleanrl_ppo_continuous_action"
+CLEANRL_COMMIT = "016ca33aa70f188ef385082524373ccb6dd14e03"
+CLEANRL_SHA256 = "417454196e3099d9355374a769753fec8f373ed5c517252729506a28d6749d7f"
+
+
+def cleanrl_script() -> Path:
+    """The patched CleanRL script, made once in benchmarks/.cleanrl/patched/, or exit with what to do."""
+    source = Path(os.environ.get("CLEANRL_SOURCE", ROOT / "benchmarks" / ".cleanrl" / "ppo_continuous_action.py"))
+    import hashlib
+
+    if not source.is_file() or hashlib.sha256(source.read_bytes()).hexdigest() != CLEANRL_SHA256:
+        sys.exit(f"run.py: error: {source} is not CleanRL's cleanrl/ppo_continuous_action.py at {CLEANRL_COMMIT}: "
+                 "copy that file there (git show <commit>:cleanrl/ppo_continuous_action.py), or name it in $CLEANRL_SOURCE")
+    patched = ROOT / "benchmarks" / ".cleanrl" / "patched" / "cleanrl" / "ppo_continuous_action.py"
+    if not patched.exists():
+        patched.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, patched)
+        patch = ROOT / "benchmarks" / "reference_runs" / "cleanrl_ppo_continuous_action.patch"
+        subprocess.run(["patch", "-s", "-p1", "-i", str(patch)], cwd=patched.parent.parent, check=True)
+    return patched
+
+
 def command(run: dict, log_dir: str | None = None) -> list[str]:
-    """The exact command of a run (as a user would type it, from the repository root)."""
+    """The exact command of a run (as a user would type it, from the repository root; CleanRL's
+    from the folder of its patched script, which logs to ./runs: no --log-dir)."""
+    if run["algo"] == CLEANRL:
+        return ["python", "ppo_continuous_action.py", "--env-id", run["env_id"], "--seed", str(run["seed"]), *run["flags"]]
     cmd = ["python", f"{run['algo']}.py", "--env-id", run["env_id"], "--seed", str(run["seed"]), *run["flags"]]
     return cmd + (["--log-dir", log_dir] if log_dir else [])
 
@@ -84,6 +113,8 @@ def read_curve(log_dir: str) -> dict:
     """Episodic returns and lengths, the final SPS and the run's settings, from its TensorBoard events."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    if os.path.isdir(f"{log_dir}/runs"):  # CleanRL's script logs to ./runs/<run>
+        log_dir = f"{log_dir}/runs"
     (events_dir,) = [e.path for e in os.scandir(log_dir) if e.is_dir()]  # the script's one run folder
     events = EventAccumulator(events_dir, size_guidance={"scalars": 0})  # 0: keep every point
     events.Reload()
@@ -122,8 +153,13 @@ def perform(run: dict, root: Path, log_dir: Path, workers: int = 1) -> dict:
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "resumed": checkpoint is not None}
     start = time.time()
     resume = ["--resume", str(checkpoint)] if checkpoint else []
-    proc = subprocess.run([sys.executable, *command(run, str(log_dir))[1:], *resume], cwd=root, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    argv, cwd, env = [sys.executable, *command(run, str(log_dir))[1:], *resume], root, dict(os.environ, PYTHONWARNINGS="ignore")
+    if run["algo"] == CLEANRL:  # no checkpoints: a killed run starts again; it logs to <cwd>/runs
+        log_dir.mkdir(parents=True, exist_ok=True)
+        argv[1], cwd = str(cleanrl_script()), log_dir
+        env.update(OMP_NUM_THREADS="1")  # one thread per run, as our scripts' --num-threads 1
+        result["command"] = "OMP_NUM_THREADS=1 " + result["command"]
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env)
     result["wall_seconds"] = round(time.time() - start, 1)
     try:
         if proc.returncode != 0:
@@ -163,7 +199,10 @@ def script_commit(script: str, root: Path = ROOT) -> str:
 def record(out: Path, run: dict, result: dict) -> None:
     """Write a run's result.json atomically (the one thing that marks a run finished), with the
     run's resolved flags and the commit of the script that ran it."""
-    if result.get("status") == "ok":
+    if result.get("status") == "ok" and run["algo"] == CLEANRL:
+        result = {**result, "flags": resolved_flags(cleanrl_script(), command(run)[2:]),
+                  "script_commit": f"vwxyzjn/cleanrl@{CLEANRL_COMMIT} + reference_runs/cleanrl_ppo_continuous_action.patch"}
+    elif result.get("status") == "ok":
         result = {**result, "flags": resolved_flags(ROOT / f"{run['algo']}.py", command(run)[2:]),
                   "script_commit": script_commit(run["algo"])}
     run_dir = out / "runs" / run["id"]
