@@ -150,6 +150,14 @@ class Agent(nn.Module):
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
+    def greedy_action(self, obs, memory=None):
+        """The greedy action for one observation (obs_dim,): the most likely one (Discrete) or the
+        mean μ_θ(s) (Box, not yet clipped to the bounds), and the memory the next call takes (none:
+        this policy has no memory). The tooling (evaluation, load_agent) uses the agent through
+        this method alone, so Agent's layers may change without changing it."""
+        out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
+        return out if self.continuous else int(out.argmax()), None
+
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
@@ -278,19 +286,21 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     global_step, episodic_returns, next_obs_np = 0, [], None  # episodic: (step, return) pairs
 
     # Everything the loop needs to go on from the end of an update, by name (torch's random state
-    # is the CPU's). The tooling's checkpoint saves this dict; its --resume hands a saved one back
-    # at the start, unpacked below in the same order. State you add to the loop (a target
-    # network, a schedule's counter) goes here and in that line, or a resumed run goes on without
-    # it.
+    # is the CPU's). The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. State you add to the loop (a target network, a
+    # schedule's counter) goes here and below, or a resumed run goes on without it:
+    # tools/resume_check.py finds what a resume loses.
     def state() -> dict:
         return {"agent": agent, "pi_optimizer": pi_optimizer, "vf_optimizer": vf_optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:
-        (agent, pi_optimizer, vf_optimizer, envs, next_obs_np, global_step, episodic_returns,
-         rng) = hook(state()).values()
-        torch.set_rng_state(rng)
+    if hook:  # read back by name: each name of state() is set from the dict the hook returns
+        loop = hook(state())
+        agent, pi_optimizer = loop["agent"], loop["pi_optimizer"]
+        vf_optimizer, envs, next_obs_np = loop["vf_optimizer"], loop["envs"], loop["next_obs"]
+        global_step, episodic_returns = loop["global_step"], loop["episodic_returns"]
+        torch.set_rng_state(loop["rng"])
     if next_obs_np is None:  # a new run, or one resumed without its envs: new episodes
         next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets

@@ -2,6 +2,7 @@
 reference implementations of the math, and small test environments."""
 
 import glob
+import io
 import os
 import signal
 import subprocess
@@ -22,6 +23,12 @@ def run_script(script: str, *flags: str, timeout: float = 120, cwd: Path | None 
     env = dict(os.environ, PYTHONWARNINGS="ignore")
     return subprocess.run([sys.executable, str(ROOT / script), *flags], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd or ROOT, env=env)
+
+
+def read_saved(path, weights_only: bool = True):
+    """The content of a model.pt or checkpoint.pt, out of its envelope (format, SHA-256, bytes)."""
+    box = torch.load(path, weights_only=True)
+    return torch.load(io.BytesIO(box["content"]), weights_only=weights_only)
 
 
 def run_folder(log_dir) -> str:

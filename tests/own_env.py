@@ -7,6 +7,7 @@ copy it beside a copied script, or put its folder on PYTHONPATH, to try that in 
 - PointGrid-v0: the same point moved one cell by a Discrete(4) action.
 - PointGridFrom1-v0: PointGrid with actions numbered 1 to 4, Discrete(4, start=1).
 - PointEndless-v0, PointGridEndless-v0: registered without a time limit; they never end.
+- PointMultiDiscrete-v0: actions in MultiDiscrete([2, 2]), a space that no script takes.
 - PointOnOldLib-v0: cannot be made on this install; its constructor raises ImportError, as
   Gymnasium's Pusher-v4 does on mujoco 3 or newer.
 """
@@ -37,11 +38,20 @@ class PointEnv(gym.Env):
         return self.position.copy(), -float(np.linalg.norm(self.position)), False, False, {}
 
 
+class PointMultiDiscreteEnv(PointEnv):
+    """PointEnv with MultiDiscrete([2, 2]) actions: a space that no script takes."""
+
+    def __init__(self):
+        super().__init__()
+        self.action_space = gym.spaces.MultiDiscrete([2, 2])
+
+
 gym.register("Point-v0", entry_point=PointEnv, max_episode_steps=50)
 gym.register("PointGrid-v0", entry_point=PointEnv, max_episode_steps=50, kwargs={"discrete": True})
 gym.register("PointGridFrom1-v0", entry_point=PointEnv, max_episode_steps=50,
              kwargs={"discrete": True, "start": 1})
 gym.register("PointEndless-v0", entry_point=PointEnv)
+gym.register("PointMultiDiscrete-v0", entry_point=PointMultiDiscreteEnv, max_episode_steps=50)
 gym.register("PointGridEndless-v0", entry_point=PointEnv, kwargs={"discrete": True})
 
 

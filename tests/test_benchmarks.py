@@ -80,7 +80,7 @@ def test_failed_run_is_recorded_and_retried_and_half_written_result_is_not_finis
     bad = {"id": "vpg__CartPole-v1__seed1", "suite": "smoke", "algo": "vpg", "env_id": "CartPole-v1", "seed": 1,
            "flags": ["--num-envs", "0"]}
     result = run.execute(bad, tmp_path)
-    assert result["status"] == "failed" and "--num-envs" in result["error"] and "must be positive" in result["error"]
+    assert result["status"] == "failed" and "--num-envs" in result["error"] and "must be finite and positive" in result["error"]
     assert not run.is_finished(bad, tmp_path)  # recorded, and run again next time
     other = dict(bad, id="vpg__CartPole-v1__seed2")
     (tmp_path / "runs" / other["id"]).mkdir(parents=True)
@@ -180,7 +180,7 @@ def test_ray_records_a_failing_task_and_finishes_the_others(tmp_path):
     ids = (good["id"], "bad__run", "broken__task")
     results = {r: json.loads((tmp_path / "runs" / r / "result.json").read_text()) for r in ids}
     assert results[good["id"]]["status"] == "ok"
-    assert "must be positive" in results["bad__run"]["error"]
+    assert "must be finite and positive" in results["bad__run"]["error"]
     assert results["broken__task"]["status"] == "failed" and "TypeError" in results["broken__task"]["error"]
     # rerunning completes only what is missing
     assert not run.is_finished(bad_run, tmp_path) and run.is_finished(good, tmp_path)

@@ -54,8 +54,8 @@ BAD_INPUT = [
     (["--num-envs", "0"], "--num-envs"),
     (["--learning-rate", "-1e-3"], "--learning-rate"),
     (["--gamma", "1.5"], "--gamma"),
-    (["--hidden-size", "0"], "--hidden-size must be positive"),
-    (["--checkpoint-every", "-1"], "--checkpoint-every must be >= 0"),
+    (["--hidden-size", "0"], "--hidden-size must be finite and positive"),
+    (["--checkpoint-every", "-1"], "--checkpoint-every must be finite and >= 0"),
     (["--total-timesteps", "100"], "--total-timesteps 100 is less than one batch"),  # which check
     (["--eval-checkpoint", "no/such/model.pt"], "No such file"),
 ]
@@ -141,7 +141,8 @@ def start_and_wait_for_first_update(path: str, tmp_path, *flags) -> subprocess.P
 @pytest.mark.parametrize("path,checkpoints", [(p, c) for p in PATHS for c in (True, False)])
 def test_ctrl_c_stops_at_once_and_leaves_the_last_checkpoint(path, checkpoints, tmp_path):
     """Ctrl-C stops the run at once: exit 130, no traceback, one line that says how to go on with
-    --resume where the run has a checkpoint (none with --checkpoint-every 0). The run's files are
+    --resume where the run has a checkpoint, and that nothing was saved where it has none (with
+    --checkpoint-every 0). The run's files are
     those of its last checkpoint: its logs reach that update (the first, here)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -151,10 +152,10 @@ def test_ctrl_c_stops_at_once_and_leaves_the_last_checkpoint(path, checkpoints, 
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
-    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("interrupted"), err
     (run_dir,) = tmp_path.iterdir()
     assert (run_dir / "checkpoint.pt").exists() == (run_dir / "model.pt").exists() == checkpoints
-    assert f"--resume {run_dir}/checkpoint.pt goes on from it" in err, err  # "where the run has one"
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == f"{path}: interrupted in training; " + (
+        f"--resume {run_dir}/checkpoint.pt goes on from its last checkpoint" if checkpoints else "saved: nothing"), err
     if checkpoints:
         events = EventAccumulator(str(run_dir))
         events.Reload()

@@ -4,6 +4,7 @@ calls nothing defined below the banner."""
 
 import ast
 import glob
+import re
 import subprocess
 import sys
 
@@ -36,6 +37,24 @@ def test_the_script_cut_at_its_banner_trains_and_logs(name, tmp_path):
     tags = events.Tags()["scalars"]
     assert "charts/episodic_return" in tags and "losses/entropy" in tags, tags
     assert len(events.Scalars("charts/episodic_return")) > 5
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_cut_script_is_clean(name, tmp_path):
+    """Cut at its banner, a script has no unused import or other finding of ruff (its settings are
+    the project's), and its docstring's commands use no flag that it lacks but where they say
+    that the flag comes from the tooling."""
+    (tmp_path / f"{name}.py").write_text(cut(name))
+    out = subprocess.run([sys.executable, "-m", "ruff", "check", "--config", str(ROOT / "pyproject.toml"),
+                          f"{name}.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout
+    namespace = {}
+    exec(compile(cut(name).replace('if __name__ == "__main__":', "if False:"), name, "exec"), namespace)
+    flags = {"help"} | {field.replace("_", "-") for field in namespace["Args"].__dataclass_fields__}
+    flags |= {"no-" + flag for flag in flags}
+    for line in ast.get_docstring(ast.parse(cut(name))).splitlines():
+        if line.lstrip().startswith(f"python {name}.py") and "(tooling)" not in line:
+            assert set(re.findall(r"--([a-z-]+)", line)) <= flags, line
 
 
 @pytest.mark.parametrize("name", SCRIPTS)

@@ -168,8 +168,11 @@ def test_a_step_whose_docstring_names_no_idea_stops_the_build():
 # share of clipped actions, VPG's bias and scale, PPO's normalisation) take 5 to 11 comment
 # lines more per step. The newer file's docstring names the step's sub-steps, each a file in steps/,
 # with their ideas: 10 to 20 lines more; tests/test_steps.py counts each sub-step's own lines.
-STEP_LIMITS = {("reinforce", "vpg"): 338, ("vpg", "trpo"): 270, ("trpo", "ppo_discrete"): 491,
-               ("ppo_discrete", "ppo_continuous"): 229}
+# Each Agent's `greedy_action`, the one method the tooling calls, is its own (the mode of a
+# Categorical, a mean, a normalised mean: 6 to 12 lines where the heads differ), and `train` reads
+# its state back by name, each name on its own (2 to 4 lines).
+STEP_LIMITS = {("reinforce", "vpg"): 338, ("vpg", "trpo"): 282, ("trpo", "ppo_discrete"): 509,
+               ("ppo_discrete", "ppo_continuous"): 242}
 
 
 @pytest.mark.parametrize("old,new", STEP_LIMITS)

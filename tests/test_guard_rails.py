@@ -14,7 +14,7 @@ import pathlib
 import numpy as np
 import pytest
 import torch
-from conftest import PPO_SCRIPTS, SCRIPTS, _module, evaluate_checkpoint, short_args
+from conftest import PPO_SCRIPTS, SCRIPTS, _module, evaluate_checkpoint, read_saved, short_args
 
 # --- guard rails ---------------------------------------------------------------------------------
 
@@ -35,7 +35,7 @@ def stopped_run(module, log_dir, **overrides) -> tuple[str, str]:
 
 
 def assert_finite_checkpoint_and_flushed_logs(run_dir: str) -> None:
-    checkpoint = torch.load(pathlib.Path(run_dir) / "model.pt", weights_only=True)
+    checkpoint = read_saved(pathlib.Path(run_dir) / "model.pt", weights_only=True)
     assert all(torch.isfinite(w).all() for w in checkpoint["model"].values())
     for value in checkpoint.get("normalizer", {}).values():
         assert np.isfinite(np.asarray(value)).all()
@@ -67,7 +67,7 @@ def test_a_non_finite_env_output_stops_the_run_with_one_line(name, broken, log_d
     assert message.startswith(f"{name}.py: error: {env_id}: the env returned a NaN or inf {broken} in a rollout")
     assert all(math.isfinite(v) for v in logged)  # nothing non-finite reached TensorBoard
     num_envs = short_args(module, log_dir).num_envs
-    checkpoint = torch.load(pathlib.Path(run_dir) / "model.pt", weights_only=True)
+    checkpoint = read_saved(pathlib.Path(run_dir) / "model.pt", weights_only=True)
     assert 0 < checkpoint["global_step"] < 300 * num_envs  # the last update before the rollout
     assert_finite_checkpoint_and_flushed_logs(run_dir)
 
@@ -118,12 +118,12 @@ def test_a_diverged_update_stops_the_run_and_its_files_keep_the_update_before(na
     monkeypatch.setattr(module, "train", train)
     message, run_dir = stopped_run(module, log_dir, checkpoint_every=1,
                                    env_id="CartPole-v1" if name != "ppo_continuous" else "Pendulum-v1")
-    checkpoint = torch.load(pathlib.Path(run_dir) / "model.pt", weights_only=True)
+    checkpoint = read_saved(pathlib.Path(run_dir) / "model.pt", weights_only=True)
     step, weights = after[1]
     assert checkpoint["global_step"] == step > after[0][0]
     assert all(torch.equal(checkpoint["model"][k], w) for k, w in weights.items())
     assert any(not torch.equal(w, after[0][1][k]) for k, w in weights.items())  # update 2 moved them
-    assert torch.load(pathlib.Path(run_dir) / "checkpoint.pt", weights_only=False)["state"]["global_step"] == step
+    assert read_saved(pathlib.Path(run_dir) / "checkpoint.pt", weights_only=False)["state"]["global_step"] == step
 
 
 def test_a_healthy_run_gets_no_warning(log_dir, capsys):

@@ -16,7 +16,7 @@ import numpy as np
 import own_env  # noqa: F401  (registers Point-v0 and its kin in this process too)
 import pytest
 import torch
-from conftest import ROOT, SCRIPTS, evaluate_checkpoint, run_script, short_args
+from conftest import ROOT, SCRIPTS, evaluate_checkpoint, read_saved, run_script, short_args
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 # Each script on the env of its action space: the discrete-only PPO on the grid, the others on
@@ -120,9 +120,9 @@ def test_a_checkpoint_that_no_longer_fits_the_networks_is_refused_in_one_line(sc
     result = script.main(short_args(script, log_dir, hidden_size=16, save_model=True, eval_episodes=1))
     path = os.path.join(result["run_dir"], "model.pt")
     assert evaluate_checkpoint(script, path) == result["eval_returns"]  # the saved --hidden-size 16
-    checkpoint = torch.load(path, weights_only=True)
+    checkpoint = read_saved(path, weights_only=True)
     checkpoint["args"]["hidden_size"] = 64  # as if `Agent` had been edited since
-    torch.save(checkpoint, tmp_path / "edited.pt")
+    script.write(checkpoint, str(tmp_path / "edited.pt"))  # sealed again, as the script writes
     with pytest.raises(SystemExit, match="--eval-checkpoint .*edited.pt: .*size mismatch for ") as refused:
         evaluate_checkpoint(script, tmp_path / "edited.pt")
     # one short line that names the first layer that does not fit (torch's message names them all)
@@ -294,9 +294,9 @@ def test_actions_of_the_wrong_kind_get_no_hint_that_does_not_apply():
     import ppo_continuous
     import ppo_discrete
 
-    with pytest.raises(SystemExit, match=r"needs Discrete\(n\) \(for Box actions use ppo_continuous\.py\)$"):
+    with pytest.raises(SystemExit, match=r"needs Discrete\(n\): for Box actions use ppo_continuous\.py$"):
         ppo_discrete.check_args(ppo_discrete.RunArgs(env_id="Pendulum-v1"))
-    with pytest.raises(SystemExit, match=r"needs a flat Box \(for Discrete actions use ppo_discrete\.py\)$"):
+    with pytest.raises(SystemExit, match=r"needs a flat Box: for Discrete actions use ppo_discrete\.py$"):
         ppo_continuous.check_args(ppo_continuous.RunArgs(env_id="CartPole-v1"))
 
 

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import TICK_LIMIT, TickEnv, assert_policy_equals_library, evaluate_checkpoint, run_script, short_args
+from conftest import TICK_LIMIT, TickEnv, assert_policy_equals_library, evaluate_checkpoint, read_saved, run_script, short_args
 
 import ppo_continuous as ppo
 
@@ -231,9 +231,9 @@ def test_no_norm_obs_checkpoint_is_evaluated_on_raw_observations(log_dir, capsys
     result = ppo.main(short_args(ppo, log_dir, norm_obs=False, save_model=True, eval_episodes=2))
     after_training = capsys.readouterr().out.strip().splitlines()[-1]
     path = os.path.join(result["run_dir"], "model.pt")
-    checkpoint = torch.load(path, weights_only=True)  # statistics that would change every action
+    checkpoint = read_saved(path, weights_only=True)  # statistics that would change every action
     checkpoint["model"]["_extra_state"][0] += 5.0
-    torch.save(checkpoint, path)
+    ppo.write(checkpoint, str(path))  # sealed again, as the script writes
     evaluate_checkpoint(ppo, path)
     assert capsys.readouterr().out.strip().splitlines()[-1] == after_training
 
@@ -243,7 +243,7 @@ def test_checkpoint_restores_policy_and_normalisation(log_dir, monkeypatch):
     user can evaluate it from the command line, with video."""
     result = ppo.main(short_args(ppo, log_dir, save_model=True, eval_episodes=2))
     path = os.path.join(result["run_dir"], "model.pt")
-    checkpoint = torch.load(path, weights_only=True)
+    checkpoint = read_saved(path, weights_only=True)
     live = result["agent"].obs_rms
     assert checkpoint["args"]["env_id"] == "Pendulum-v1" and live.count > 2048
     assert np.array_equal(checkpoint["model"]["_extra_state"].numpy(), np.array([live.mean, live.var]))
@@ -251,7 +251,7 @@ def test_checkpoint_restores_policy_and_normalisation(log_dir, monkeypatch):
     # saved statistics would change
     assert evaluate_checkpoint(ppo, path) == result["eval_returns"]
     checkpoint["model"]["_extra_state"][0] += 1.0
-    torch.save(checkpoint, path)
+    ppo.write(checkpoint, str(path))  # sealed again, as the script writes
     assert evaluate_checkpoint(ppo, path) != result["eval_returns"]
     cli = run_script("ppo_continuous.py", "--eval-checkpoint", path, "--eval-episodes", "1", "--capture-video")
     assert cli.returncode == 0, cli.stderr

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from conftest import assert_policy_equals_library, run_script, short_args
+from conftest import assert_policy_equals_library, read_saved, run_script, short_args
 
 import ppo_discrete as ppo
 
@@ -35,7 +35,7 @@ def test_written_out_categorical_equals_torch_distributions_bit_for_bit(module=p
 def test_checkpoint_loads_with_weights_only_and_acts_the_same(log_dir):
     result = ppo.main(short_args(ppo, log_dir, total_timesteps=1024, save_model=True))
     path = os.path.join(result["run_dir"], "model.pt")
-    checkpoint = torch.load(path, weights_only=True)
+    checkpoint = read_saved(path, weights_only=True)
     assert checkpoint["args"]["env_id"] == "CartPole-v1" and checkpoint["global_step"] == 1024
     for key, weight in result["agent"].state_dict().items():  # the actor's and the critic's
         assert torch.equal(checkpoint["model"][key], weight), key

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import TickEnv, assert_policy_equals_library, nearly_equal_like, run_script, short_args
+from conftest import TickEnv, assert_policy_equals_library, nearly_equal_like, read_saved, run_script, short_args
 
 import reinforce
 import trpo
@@ -161,7 +161,7 @@ def test_box_actions_run_and_checkpoint_round_trips(module, log_dir):
     result = module.main(short_args(module, log_dir, env_id="Pendulum-v1", save_model=True, eval_episodes=1))
     assert np.isfinite(result["eval_returns"]).all() and len(result["episodic_returns"]) >= 1
     path = os.path.join(result["run_dir"], "model.pt")
-    checkpoint = torch.load(path, weights_only=True)
+    checkpoint = read_saved(path, weights_only=True)
     assert checkpoint["args"]["env_id"] == "Pendulum-v1"
     for key, weight in result["agent"].state_dict().items():  # the log-std too
         assert torch.equal(checkpoint["model"][key], weight), key

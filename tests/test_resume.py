@@ -12,7 +12,7 @@ import time
 import gymnasium as gym
 import pytest
 import torch
-from conftest import ROOT, SCRIPTS, SHORT_RUNS, kill_after_first_checkpoint, run_folder, run_script
+from conftest import ROOT, SCRIPTS, SHORT_RUNS, kill_after_first_checkpoint, read_saved, run_folder, run_script
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 
@@ -26,7 +26,7 @@ def cli(flags: dict) -> list[str]:
 def outcome(folder: str) -> tuple:
     """What a run leaves: the sha1 of its final weights (model.pt), the episodic returns that
     TensorBoard shows (after it drops the events logged past a checkpoint) and the evaluation."""
-    model = torch.load(f"{folder}/model.pt", weights_only=True)["model"]
+    model = read_saved(f"{folder}/model.pt", weights_only=True)["model"]
     weights = hashlib.sha1(b"".join(t.numpy().tobytes() for t in model.values())).hexdigest()
     events = EventAccumulator(folder, size_guidance={"scalars": 0})
     events.Reload()
@@ -64,7 +64,7 @@ def test_resume_refuses_a_flag_that_would_change_the_run_and_prints_nothing_befo
     flags = dict(total_timesteps=600, log_dir=log_dir)  # not whole batches: a note, after the checks
     checkpoint = f"{ppo.main(ppo.RunArgs(**flags, eval_episodes=0))['run_dir']}/checkpoint.pt"
     capsys.readouterr()
-    message = "error: --resume goes on with the run's own flags; leave out --learning-rate$"
+    message = "error: --resume takes the flags the file was trained with: leave out --learning-rate$"
     with pytest.raises(SystemExit, match=message):
         ppo.main(ppo.RunArgs(**flags, eval_episodes=0, resume=checkpoint, learning_rate=1e-3))
     assert capsys.readouterr().err == ""  # no note before the refusal
@@ -123,7 +123,7 @@ def test_an_env_that_does_not_pickle_still_gets_checkpoints_and_resumes_with_new
     first = ppo.main(ppo.RunArgs(env_id="Unpicklable-v0", total_timesteps=1024, eval_episodes=0, checkpoint_every=1,
                                  log_dir=log_dir))
     assert sorted(os.listdir(first["run_dir"]))[:1] == ["checkpoint.pt"] and "checkpoint.tmp" not in os.listdir(first["run_dir"])
-    saved = torch.load(f"{first['run_dir']}/checkpoint.pt", weights_only=False)["state"]
+    saved = read_saved(f"{first['run_dir']}/checkpoint.pt", weights_only=False)["state"]
     assert "envs" not in saved and "next_obs" not in saved and saved["global_step"] == 1024
     capsys.readouterr()
     resumed = ppo.main(ppo.RunArgs(resume=f"{first['run_dir']}/checkpoint.pt", total_timesteps=2048))
@@ -272,7 +272,7 @@ def test_a_flag_given_with_its_default_value_counts_as_given_and_resume_is_not_i
     resumed = ppo.main(ppo.RunArgs(resume=f"{first['run_dir']}/checkpoint.pt", total_timesteps=1024))
     assert resumed["eval_returns"] == []  # the run's own --eval-episodes 0
     model = f"{first['run_dir']}/model.pt"
-    assert torch.load(model, weights_only=True)["args"]["resume"]  # saved by the resumed run
+    assert read_saved(model, weights_only=True)["args"]["resume"]  # saved by the resumed run
     assert len(evaluate_checkpoint(ppo, model, "--eval-episodes", "10")) == 10
     if "CartPoleOf7-v0" not in gym.registry:  # CartPole-v1's spaces, another id
         gym.register("CartPoleOf7-v0", entry_point=gym.spec("CartPole-v1").entry_point, max_episode_steps=7)

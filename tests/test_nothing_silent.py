@@ -1,0 +1,246 @@
+"""Nothing silent: every bad flag, file and stop is answered in one true line, and the saved files
+say what they are. One test per failure of the trial that found them (issue 56), each reproducing
+its command."""
+
+import dataclasses
+import io
+import os
+import re
+import subprocess
+import sys
+import tomllib
+
+import pytest
+import torch
+from conftest import ROOT, SCRIPTS, SHORT_RUNS, _module, evaluate_checkpoint, read_saved, run_script, short_args
+
+SCRIPT_FILES = [f"{name}.py" for name in SCRIPTS]
+
+
+def run_own_env(script: str, *flags: str) -> subprocess.CompletedProcess:
+    """`python <script> <flags>` with tests/ on PYTHONPATH, so that own_env:<Id> envs are found."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=str(ROOT / "tests"))
+    return subprocess.run([sys.executable, str(ROOT / script), *flags], capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def one_error_line(out: subprocess.CompletedProcess, script: str) -> str:
+    """The run failed with exit code 1 and one line of the shape every error has."""
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 1 and len(lines) == 1, out.stderr
+    assert lines[0].startswith(f"{script.removesuffix('.py')}.py: error: "), lines[0]
+    return lines[0]
+
+
+def trained(module, tmp_path, **overrides) -> str:
+    """The folder of a short run of `module` that saved its model and a checkpoint."""
+    args = short_args(module, str(tmp_path), save_model=True, checkpoint_every=1, **overrides)
+    return module.main(args)["run_dir"]
+
+
+def interrupt_at_update(monkeypatch, module, update: int | None = None, evaluation: bool = False):
+    """Make `main` meet a Ctrl-C after `update` updates of `train`, or in the evaluation."""
+    train = module.train
+
+    def train_then_ctrl_c(args, writer=None, hook=None):
+        count = 0
+
+        def hook_then_ctrl_c(state, losses=None):
+            nonlocal count
+            out = hook(state, losses)
+            count += losses is not None
+            if count == update:
+                raise KeyboardInterrupt
+            return out
+
+        return train(args, writer, hook_then_ctrl_c)
+
+    monkeypatch.setattr(module, "train", train_then_ctrl_c)
+    if evaluation:
+        def evaluate(*_):
+            raise KeyboardInterrupt
+        monkeypatch.setattr(module, "evaluate", evaluate)
+
+
+# 1. A stop tells the truth: the --resume command only where a checkpoint exists.
+@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("checkpoint_every", [0, 2])
+def test_ctrl_c_in_training_names_resume_only_where_a_checkpoint_exists(name, checkpoint_every, tmp_path,
+                                                                       monkeypatch, capsys):
+    module = _module(name)
+    interrupt_at_update(monkeypatch, module, update=1)  # before any checkpoint
+    with pytest.raises(SystemExit) as stop:
+        module.main(short_args(module, str(tmp_path), checkpoint_every=checkpoint_every, save_model=True))
+    assert stop.value.code == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"{name}.py: interrupted in training; saved: nothing"], err
+
+    monkeypatch.undo()
+    interrupt_at_update(monkeypatch, module, update=3)
+    if checkpoint_every:  # the checkpoint of update 2 exists: its --resume goes on
+        with pytest.raises(SystemExit):
+            module.main(short_args(module, str(tmp_path), checkpoint_every=checkpoint_every))
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert re.search(r"--resume (\S+) goes on", line), line
+        path = re.search(r"--resume (\S+) goes on", line).group(1)
+        assert os.path.isfile(path) and read_saved(path, weights_only=False)["state"]["global_step"]
+
+
+# 2. Ctrl-C during the evaluation after training says what is on disk.
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_ctrl_c_in_the_evaluation_says_what_is_on_disk(name, tmp_path, monkeypatch, capsys):
+    module = _module(name)
+    interrupt_at_update(monkeypatch, module, evaluation=True)
+    with pytest.raises(SystemExit) as stop:
+        module.main(short_args(module, str(tmp_path), save_model=True, eval_episodes=1))
+    assert stop.value.code == 130
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    (run_dir,) = tmp_path.iterdir()
+    assert line == (f"{name}.py: interrupted after training (saving or evaluating); saved: "
+                    f"{run_dir}/checkpoint.pt and {run_dir}/model.pt"), line
+
+
+# 3 and 4. NaN and inf are refused for every float flag, before a run folder exists.
+@pytest.mark.parametrize("script", SCRIPT_FILES)
+@pytest.mark.parametrize("flag", ["learning-rate", "gamma", "gae-lambda"])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_nan_and_inf_flags_are_refused_before_anything_is_written(script, flag, value, tmp_path):
+    if not hasattr(_module(script[:-3]).Args, flag.replace("-", "_")):
+        pytest.skip(f"{script} has no --{flag}")
+    out = run_script(script, f"--{flag}", value, "--log-dir", str(tmp_path / "runs"), timeout=60)
+    line = one_error_line(out, script)
+    assert f"--{flag} must be finite" in line and value in line, line
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_float_flag_refuses_nan(name):
+    """The rule covers every float flag of Args and RunArgs, not a list of names."""
+    module = _module(name)
+    floats = [f.name for f in dataclasses.fields(module.RunArgs) if f.type in (float, float | None)]
+    assert len(floats) >= 2
+    for field in floats:
+        args = short_args(module, "unused")
+        setattr(args, field, float("nan"))
+        with pytest.raises(SystemExit, match=f"--{field.replace('_', '-')} must be finite"):
+            module.check_args(args)
+
+
+# 5. A collapse is named, at that update; a healthy run never warns.
+def test_a_collapsed_policy_is_named_at_its_update(tmp_path):
+    out = run_script("ppo_discrete.py", "--total-timesteps", "8192", "--learning-rate", "50",
+                     "--log-dir", str(tmp_path), "--eval-episodes", "1")
+    warnings = [line for line in out.stderr.splitlines() if line.startswith("warning: the policy collapsed")]
+    assert warnings and "at step 512:" in warnings[0] and "--learning-rate" in warnings[0], out.stderr
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_healthy_run_never_warns_of_a_collapse(name, tmp_path, capsys):
+    module = _module(name)
+    steps = {"reinforce": 20_000, "vpg": 20_000, "trpo": 20_000, "ppo_discrete": 20_480, "ppo_continuous": 8192}
+    env_id = "HalfCheetah-v4" if name == "ppo_continuous" else "CartPole-v1"
+    module.main(module.RunArgs(env_id=env_id, total_timesteps=steps[name], eval_episodes=0, log_dir=str(tmp_path)))
+    assert "collapsed" not in capsys.readouterr().err
+
+
+# 6. --eval-checkpoint refuses a flag that changes what the model means.
+@pytest.mark.parametrize("flags", [["--no-norm-obs"], ["--hidden-size", "32"], ["--learning-rate", "1e-3"]])
+def test_eval_checkpoint_refuses_flags_that_change_the_model(flags, tmp_path):
+    ppo = _module("ppo_continuous")
+    model = f"{trained(ppo, tmp_path)}/model.pt"
+    line = one_error_line(run_script("ppo_continuous.py", "--eval-checkpoint", model, *flags), "ppo_continuous.py")
+    assert line.endswith(f"leave out --{flags[0].removeprefix('--no-').removeprefix('--')}"), line
+    assert len(evaluate_checkpoint(ppo, model, "--eval-episodes", "2", "--eval-seed", "5", "--seed", "3")) == 2
+
+
+# 7, 8. A file cut short or changed is refused in one line that says so.
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_truncated_or_altered_file_is_refused(name, tmp_path):
+    run_dir = trained(_module(name), tmp_path)
+    for file, flag in (("model.pt", "--eval-checkpoint"), ("checkpoint.pt", "--resume")):
+        data = open(f"{run_dir}/{file}", "rb").read()
+        cut = tmp_path / f"cut-{file}"
+        cut.write_bytes(data[:len(data) // 2])
+        assert "is corrupt or truncated" in one_error_line(run_script(f"{name}.py", flag, str(cut)), name)
+        # One flipped bit in every tensor of the content, the envelope's digest kept.
+        box = torch.load(f"{run_dir}/{file}", weights_only=True)
+        content = read_saved(f"{run_dir}/{file}", weights_only=False)
+        weights = content["model"] if file == "model.pt" else content["state"]["agent"].state_dict()
+        for tensor in weights.values():
+            if tensor.dtype == torch.float32 and tensor.numel():
+                tensor.view(torch.int32).view(-1)[0] ^= 1
+        if file == "checkpoint.pt":
+            content["state"]["agent"].load_state_dict(weights)
+        buffer = io.BytesIO()
+        torch.save(content, buffer)
+        altered = tmp_path / f"altered-{file}"
+        torch.save(dict(box, content=buffer.getvalue()), altered)
+        line = one_error_line(run_script(f"{name}.py", flag, str(altered)), name)
+        assert "changed since it was written" in line, line
+
+
+# 9. Saved files carry a format version; another version is refused, naming both.
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_file_of_another_format_is_refused_naming_both_versions(name, tmp_path):
+    module = _module(name)
+    run_dir = trained(module, tmp_path)
+    old = tmp_path / "old-model.pt"  # as the files of pgref 0.1.0: the content alone
+    torch.save(read_saved(f"{run_dir}/model.pt"), old)
+    line = one_error_line(run_script(f"{name}.py", "--eval-checkpoint", str(old)), name)
+    assert f"has file format 1, and {name}.py reads format {module.FORMAT}" in line and "CHANGELOG.md" in line
+    box = torch.load(f"{run_dir}/checkpoint.pt", weights_only=True)
+    assert box["format"] == module.FORMAT and len(box["sha256"]) == 64
+
+
+def test_the_project_version_is_the_changelogs_latest():
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert re.search(r"^## (\S+)", changelog, re.M).group(1) == version
+    formats = {_module(name).FORMAT for name in SCRIPTS}
+    assert len(formats) == 1 and f"format {formats.pop()}" in changelog
+
+
+# 10. Action spaces no script handles are named as unsupported, without a circular hint.
+@pytest.mark.parametrize("script", SCRIPT_FILES)
+def test_multidiscrete_actions_are_named_unsupported(script):
+    out = run_own_env(script, "--env-id", "own_env:PointMultiDiscrete-v0")
+    line = one_error_line(out, script)
+    assert "MultiDiscrete" in line and "no pgref script takes" in line, line
+
+
+# 11. --capture-video prints no error of SDL's.
+def test_capture_video_prints_no_sdl_error(tmp_path):
+    model = f"{trained(_module('ppo_discrete'), tmp_path)}/model.pt"
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "SDL_VIDEODRIVER")}
+    out = subprocess.run([sys.executable, str(ROOT / "ppo_discrete.py"), "--eval-checkpoint", model,
+                          "--capture-video", "--eval-episodes", "1"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and "error" not in out.stderr.lower(), out.stderr
+    assert list((tmp_path).glob("*/videos/*.mp4"))
+
+
+# 12. A default run prints no note: its --total-timesteps is a whole number of batches.
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_default_run_prints_no_note(name, capsys):
+    module = _module(name)
+    args = module.RunArgs()
+    batch = args.batch_size if name == "reinforce" else args.num_envs * args.num_steps
+    assert args.total_timesteps % batch == 0
+    module.check_args(args)
+    assert capsys.readouterr().err == ""
+
+
+# 13. Every error has the same shape, reinforce.py's "no episode ended" too.
+def test_reinforce_no_episode_error_has_the_shape_of_every_error():
+    out = run_own_env("reinforce.py", "--env-id", "own_env:PointEndless-v0", "--total-timesteps", "2000",
+                      "--batch-size", "1000")
+    lines = [line for line in out.stderr.splitlines() if "error" in line]
+    assert out.returncode == 1 and lines and lines[-1].startswith("reinforce.py: error: no episode"), out.stderr
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_env_errors_have_the_shape_of_every_error(name):
+    one_error_line(run_script(f"{name}.py", "--env-id", "CartPol-v1"), name)
+
+
+def test_every_short_run_is_known():  # the parametrisations above cover each script
+    assert set(SHORT_RUNS) == set(SCRIPTS)

@@ -1,0 +1,161 @@
+"""Check that a script, yours or a modified copy of ours, still resumes exactly.
+
+    python tools/resume_check.py ppo_discrete.py
+    python tools/resume_check.py my_ppo.py --env-id CartPole-v1 --total-timesteps 8192
+
+It trains the script twice in this process, in temporary folders, with the flags given (and
+--checkpoint-every 1, so that every update leaves a checkpoint). The first run goes through
+uninterrupted. The second is stopped by a Ctrl-C after half of its updates and then goes on with
+--resume from its last checkpoint. A script that resumes exactly ends both runs with the same
+bits: the same episodic returns, weights, optimiser state, loop state of `state()` and greedy
+evaluation. The check prints "resumes exactly", or the first difference, and exits with 0 or 1.
+
+What it finds: state that the loop keeps but `state()` does not name (a target network, an EMA,
+a counter), which a resumed run restarts from its initial value; state that `state()` names but
+`train` does not read back; random numbers drawn from a generator the checkpoint does not save.
+Classic-control envs are saved in the checkpoint; Box2D and MuJoCo envs are not, so a resumed run
+there begins new episodes and cannot match (the script says so when it resumes).
+"""
+
+import argparse
+import importlib.util
+import math
+import os
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+import tyro
+
+SHORT = {"total_timesteps": 20_000, "eval_episodes": 2}  # unless given: a few updates, two episodes
+
+
+def import_script(path: Path):
+    """The script as the module named after its file, as it runs from the command line, so that
+    its checkpoints unpickle its classes by that name."""
+    sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def stopping_at(module, update: int):
+    """`module.train` with a Ctrl-C after `update` updates, as a user's."""
+    train = module.train
+
+    def train_then_stop(args, writer=None, hook=None):
+        done = 0
+
+        def hook_then_stop(state, losses=None):
+            nonlocal done
+            out = hook(state, losses)
+            done += losses is not None
+            if done == update:
+                raise KeyboardInterrupt
+            return out
+
+        return train(args, writer, hook_then_stop)
+
+    return train_then_stop
+
+
+def comparable(value):
+    """What a value of `state()` holds, as plain data: tensors of a module or an optimiser, arrays,
+    numbers. None for what cannot be compared (the envs)."""
+    if hasattr(value, "state_dict"):
+        value = value.state_dict()
+    if isinstance(value, dict):
+        return {k: comparable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [comparable(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray | int | float | str | bool | np.generic) or value is None:
+        return value
+    return comparable(vars(value)) if hasattr(value, "__dict__") else None  # a normaliser
+
+
+def first_difference(a, b, where: str) -> str | None:
+    """Where two comparable values first differ, bit for bit (NaN equals NaN), or None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return f"{where}: keys {sorted(map(str, a))} against {sorted(map(str, b))}"
+        return next((d for k in a if (d := first_difference(a[k], b[k], f"{where}[{k!r}]"))), None)
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{where}: {len(a)} items against {len(b)}"
+        pairs = enumerate(zip(a, b, strict=True))
+        return next((d for i, (x, y) in pairs if (d := first_difference(x, y, f"{where}[{i}]"))), None)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
+            return f"{where}: {np.ravel(a)[:4]} … against {np.ravel(b)[:4]} …"
+        return None
+    same = a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+    return None if same else f"{where}: {a!r} against {b!r}"
+
+
+def check(path: Path, flags: list[str]) -> str | None:
+    """The first difference between an uninterrupted run and a stopped-and-resumed one, or None."""
+    module = import_script(path)
+    given = {a.split("=")[0].removeprefix("--").replace("-", "_") for a in flags if a.startswith("--")}
+    defaults = {k: v for k, v in SHORT.items() if k not in given}
+    with tempfile.TemporaryDirectory() as tmp:
+        def args(**more):
+            base = tyro.cli(module.RunArgs, args=flags)
+            return module.RunArgs(**{**vars(base), **defaults, "checkpoint_every": 1, "log_dir": tmp, **more})
+
+        counted = {"updates": 0}
+        train = module.train
+
+        def counting(args, writer=None, hook=None):
+            def count(state, losses=None):
+                counted["updates"] += losses is not None
+                return hook(state, losses)
+            return train(args, writer, count)
+
+        module.train = counting
+        whole = module.main(args(log_dir=f"{tmp}/whole"))
+        updates = counted["updates"]
+        if updates < 2:
+            sys.exit("resume_check.py: error: the run has fewer than 2 updates: give a larger --total-timesteps")
+        module.train = stopping_at(module, updates // 2)
+        try:
+            module.main(args(log_dir=f"{tmp}/stopped"))
+        except SystemExit as stop:
+            assert stop.code == 130, stop.code
+        module.train = train
+        (checkpoint,) = Path(f"{tmp}/stopped").glob("*/checkpoint.pt")
+        resumed = module.main(args(log_dir=f"{tmp}/stopped", resume=str(checkpoint)))
+        for name in whole:
+            if name in ("envs", "run_dir"):
+                continue
+            if name not in resumed:
+                return f"{name}: in the uninterrupted run's state, not in the resumed run's"
+            difference = first_difference(comparable(resumed[name]), comparable(whole[name]), name)
+            if difference:
+                return difference + " (resumed against uninterrupted)"
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("script", type=Path, help="the script to check, e.g. ppo_discrete.py or your copy")
+    parser.add_argument("flags", nargs=argparse.REMAINDER, help="its flags (default: a short run of it)")
+    options = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    difference = check(options.script.resolve(), options.flags)
+    if difference:
+        print(f"{options.script}: does not resume exactly; the first difference: {difference}")
+        sys.exit(1)
+    print(f"{options.script}: resumes exactly")
+
+
+if __name__ == "__main__":
+    main()
