@@ -42,11 +42,13 @@ said in `Args`. They learn CartPoleNoVel-v1 in 100k steps. As in RL Zoo, observa
 normalised as in ppo_continuous.py and rewards are not.
 
 Sources. Hausknecht and Stone (2015), "Deep recurrent Q-learning for partially observable MDPs"
-(arXiv:1507.06527), on replaying from a stored state versus a zero one, and on burn-in. Their
-finding: a state replayed from 0 differs from the state the agent acted with. Here, no burn-in is
-needed, because the start state of each segment is stored. Reference code: CleanRL's
-`ppo_atari_lstm.py` (its `get_states` masks the state step by step) and sb3-contrib's
-`RecurrentPPO` (separate LSTMs for actor and critic, the settings of RL Zoo).
+(arXiv:1507.06527), train an LSTM on replayed sequences in two ways. Sequential updates replay
+whole episodes from their start. Random updates replay a piece of an episode from a zero state,
+which is not the state the agent acted with. Later work warms such a state up on the steps before
+the piece (burn-in, Kapturowski et al. 2019, R2D2). PPO needs neither: each segment's start
+state is stored, and the replay starts from it. Reference code: CleanRL's `ppo_atari_lstm.py` (its
+`get_states` masks the state step by step) and sb3-contrib's `RecurrentPPO` (separate LSTMs for
+actor and critic, with RL Zoo's settings).
 
 Deliberate differences, as in ppo_discrete.py: a time-limit truncation is bootstrapped
 (`--no-bootstrap-truncation` treats it as a termination), losses are logged as means over the
@@ -100,7 +102,7 @@ class Args:
     ent_coef: float = 0.0
     """c₂, weight of the entropy bonus (RL Zoo: 0)"""
     vf_coef: float = 0.5
-    """c₁, weight of the value loss (SB3's default)"""
+    """c₁, weight of the value loss ½(V − R)²; SB3's 0.5 weighs (V − R)², twice as much"""
     max_grad_norm: float = 0.5
     """the global L2 norm of the gradient is clipped to this value (SB3's default)"""
     target_kl: float | None = None
