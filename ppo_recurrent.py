@@ -152,10 +152,13 @@ def make_no_velocity_env(base_id: str, indices: list[int], **kwargs) -> gym.Env:
     return gym.wrappers.TransformObservation(env, hide, env.observation_space)
 
 
+# The entry point is named by the file's module, even when the file runs as __main__: a pickled
+# env (in a checkpoint) then names functions that another process can import.
+_entry_point = os.path.basename(__file__).removesuffix(".py") + ":make_no_velocity_env"
 for _base, _indices in NO_VELOCITY.items():  # CartPole-v1 -> CartPoleNoVel-v1, ...
     _name, _version = _base.rsplit("-", 1)
     if f"{_name}NoVel-{_version}" not in gym.registry:  # registered once, at import
-        gym.register(f"{_name}NoVel-{_version}", entry_point=make_no_velocity_env,
+        gym.register(f"{_name}NoVel-{_version}", entry_point=_entry_point,
                      max_episode_steps=gym.spec(_base).max_episode_steps,
                      kwargs={"base_id": _base, "indices": _indices})
 
@@ -326,7 +329,7 @@ class Agent(nn.Module):
         obs = torch.as_tensor(obs, dtype=torch.float32)[None, None]  # (T, B, obs_dim) = (1, 1, ·)
         actor_out, _, state = self.unroll(obs, state, torch.zeros(1, 1))
         out = self.actor_head(actor_out)[0, 0]  # logits or mean, (act_dim,)
-        return (out.numpy() if self.continuous else int(out.argmax())), state
+        return (out.detach().numpy() if self.continuous else int(out.argmax())), state
 
 
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):

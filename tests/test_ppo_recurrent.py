@@ -20,7 +20,7 @@ from test_resume import cli, outcome
 import ppo_recurrent as rec
 
 # A short run of the defaults (8 envs × 32 steps, 8 updates) on the default env.
-SHORT = dict(env_id="CartPoleNoVel-v1", total_timesteps=2048, eval_episodes=0)
+SHORT = dict(env_id="CartPoleNoVel-v1", total_timesteps=2048, eval_episodes=0, checkpoint_every=0)
 
 
 def run(log_dir, **overrides):
@@ -51,12 +51,13 @@ def spy_agent(monkeypatch):
     return agents, rollout, replays
 
 
-def spy_gae(monkeypatch):
-    """Record what each update hands to compute_gae."""
+def spy_gae(monkeypatch, also=lambda: None):
+    """Record what each update hands to compute_gae, and what `also()` returns then (before the
+    update changes the networks)."""
     seen, real_gae = [], rec.compute_gae
 
     def spy(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
-        seen.append(dict(values=values.clone(), next_values=next_values.clone(),
+        seen.append(dict(values=values.clone(), next_values=next_values.clone(), also=also(),
                          terminations=terminations.clone(), truncations=truncations.clone()))
         return real_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda)
 
@@ -144,16 +145,21 @@ def test_a_truncation_is_bootstrapped_from_the_state_that_saw_the_episode(monkey
     """Tick episodes are cut at step 5. The V(final obs) handed to GAE is the value that a replay
     of the episode from its start, then the final observation, gives: not V from a zero state."""
     agents, _, _ = spy_agent(monkeypatch)
-    seen = spy_gae(monkeypatch)
-    run(log_dir, env_id="TickDiscrete-v0", num_envs=2, num_steps=12, total_timesteps=24, update_epochs=1,
-        num_minibatches=1, norm_obs=False)
-    agent, gae = agents[0], seen[0]
     episode = torch.tensor([[float(t), 1.0] for t in range(TICK_LIMIT + 1)])[:, None]  # (6, 1, 2)
     starts = torch.zeros(TICK_LIMIT + 1, 1)
     starts[0] = 1.0
-    with torch.no_grad():
-        expected = agent.get_value(episode, agent.initial_state(1), starts)[0][-1, 0]
-        from_zero = agent.get_value(episode[-1:], agent.initial_state(1), torch.ones(1, 1))[0][0, 0]
+
+    def replayed():  # V(final obs): after the episode's steps, then from a zero state
+        with torch.no_grad():
+            agent, zero = agents[0], agents[0].initial_state(1)
+            return (agent.get_value(episode, zero, starts)[0][-1, 0],
+                    agent.get_value(episode[-1:], zero, torch.ones(1, 1))[0][0, 0])
+
+    seen = spy_gae(monkeypatch, replayed)
+    run(log_dir, env_id="TickDiscrete-v0", num_envs=2, num_steps=12, total_timesteps=24, update_epochs=1,
+        num_minibatches=1, norm_obs=False)
+    gae = seen[0]
+    expected, from_zero = gae["also"]
     assert gae["truncations"].sum() == 4 and gae["terminations"].sum() == 0
     assert abs(expected - from_zero) > 1e-4
     for t, n in gae["truncations"].nonzero().tolist():
@@ -212,8 +218,10 @@ def test_novel_envs_hide_the_velocities_and_nothing_else(base):
         assert (obs[hidden] == 0).all() and np.array_equal(obs[shown], full_obs[shown])
         assert np.abs(full_obs[hidden]).sum() > 0 or _ == 0
         action = full.action_space.sample()
-        obs, *_ = novel.step(action)
+        obs, _, terminated, truncated, _ = novel.step(action)
         full_obs, *_ = full.step(action)
+        if terminated or truncated:
+            break
 
 
 def test_the_script_cut_at_its_banner_trains_and_logs(tmp_path):
