@@ -38,8 +38,10 @@ the episode. That idea brings four changes to the loop.
 - A truncated episode is bootstrapped with V(final obs) from the state that saw the episode.
 - The agent handles Discrete and Box actions, with ppo_continuous.py's Gaussian head.
 The defaults are RL Zoo's for CartPoleNoVel-v1 (hyperparams/ppo_lstm.yml), with the differences
-said in `Args`. They learn CartPoleNoVel-v1 in 100k steps. As in RL Zoo, observations are
-normalised as in ppo_continuous.py and rewards are not.
+said in `Args`. As in RL Zoo, observations are normalised as in ppo_continuous.py and rewards
+are not. On CartPoleNoVel-v1 after 100k steps, seeds 1-3, the greedy evaluation's mean return is
+398, 491 and 500, and the last 20 training episodes' is 305, 481 and 160 (feed-forward
+ppo_discrete.py: about 42).
 
 Sources. Hausknecht and Stone (2015), "Deep recurrent Q-learning for partially observable MDPs"
 (arXiv:1507.06527), train an LSTM on replayed sequences in two ways. Sequential updates replay
@@ -216,7 +218,8 @@ class Agent(nn.Module):
     Two LSTMs, not one shared: RL Zoo's setting (enable_critic_lstm) and separate networks as in
     ppo_discrete.py (core detail 13). Every layer keeps PyTorch's initialisation, not the
     orthogonal one of ppo_discrete.py: RL Zoo's setting (ortho_init=False), which learned
-    CartPoleNoVel-v1 better here (seed 1: 305 against 181 after 100k steps).
+    CartPoleNoVel-v1 better here (seed 1, last 20 training episodes at 100k steps: 305, against
+    181 with orthogonal initialisation and tanh).
 
     The recurrent state of B envs is one tensor (B, 4H): the actor LSTM's h and c, then the
     critic's. One tensor is stored, indexed by env and reset by one product.
@@ -244,8 +247,9 @@ class Agent(nn.Module):
 
     def normalize_obs(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
         """(B, obs_dim) -> (B, obs_dim): each feature to mean 0 and std 1 under the running
-        statistics (continuous details 6-7). A velocity set to 0 stays 0. Without it, CartPole's
-        angle (±0.2 rad) reaches the LSTM on a scale 10 times smaller than the cart's position."""
+        statistics (continuous details 6-7). A velocity set to 0 stays 0. CartPole's angle lies
+        within ±0.21 rad and its cart's position within ±2.4: normalised, both reach the LSTM on
+        one scale."""
         if not self.norm_obs:  # --no-norm-obs, an ablation: the raw observations
             return obs
         if update:  # update=False freezes the statistics, as in evaluation

@@ -12,9 +12,9 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
+import test_cut
 import torch
 from conftest import TICK_LIMIT, kill_after_first_checkpoint, run_folder, run_script
-from test_cut import cut
 from test_resume import cli, outcome
 
 import ppo_recurrent as rec
@@ -137,8 +137,11 @@ def test_the_update_replays_whole_sequences_from_their_stored_start_states(num_m
     firsts = calls[::num_minibatches]
     assert len(firsts) == 4
     for new_logprob, old_logprob, new_value, old_value in firsts:
-        torch.testing.assert_close(new_logprob, old_logprob, rtol=0, atol=1e-6)
-        torch.testing.assert_close(new_value, old_value, rtol=0, atol=1e-6)
+        # Bit for bit with the whole batch. With 2 of the 4 envs per minibatch, the last bits
+        # differ from the rollout's (measured), hence a tolerance.
+        tolerance = 0 if num_minibatches == 1 else 1e-6
+        torch.testing.assert_close(new_logprob, old_logprob, rtol=0, atol=tolerance)
+        torch.testing.assert_close(new_value, old_value, rtol=0, atol=tolerance)
 
 
 def test_a_truncation_is_bootstrapped_from_the_state_that_saw_the_episode(monkeypatch, log_dir):
@@ -188,10 +191,10 @@ def test_evaluation_carries_the_state_through_an_episode_and_resets_it_between(m
 
 def test_the_defaults_learn_cartpole_without_velocities(log_dir):
     """The defaults, on 40k of their 100k steps: a return far above feed-forward PPO's (about 42
-    at 100k for ppo_discrete.py)."""
+    at 100k for ppo_discrete.py). Seed 1 reaches 428; with the state reset at every step, 43."""
     state = run(log_dir, total_timesteps=40_960)
     recent = [r for _, r in state["episodic_returns"][-20:]]
-    assert np.mean(recent) > 100, np.mean(recent)
+    assert np.mean(recent) > 150, np.mean(recent)
 
 
 def test_box_actions_run_and_evaluate(log_dir):
@@ -230,7 +233,7 @@ def test_novel_envs_hide_the_velocities_and_nothing_else(base):
 
 
 def test_the_script_cut_at_its_banner_trains_and_logs(tmp_path):
-    (tmp_path / "ppo_recurrent.py").write_text(cut("ppo_recurrent"))
+    (tmp_path / "ppo_recurrent.py").write_text(test_cut.cut("ppo_recurrent"))
     out = subprocess.run([sys.executable, "ppo_recurrent.py", "--total-timesteps=2048"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -241,6 +244,10 @@ def test_the_script_cut_at_its_banner_trains_and_logs(tmp_path):
     events.Reload()
     assert "losses/entropy" in events.Tags()["scalars"]
     assert len(events.Scalars("charts/episodic_return")) > 5
+
+
+def test_train_calls_nothing_below_the_banner():
+    test_cut.test_train_calls_nothing_below_the_banner("ppo_recurrent")
 
 
 def test_a_killed_run_resumes_to_the_run_never_stopped(tmp_path):
