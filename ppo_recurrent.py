@@ -96,7 +96,7 @@ class Args:
     update_epochs: int = 20
     """K, passes over each batch (RL Zoo: 20)"""
     num_minibatches: int = 1
-    """minibatches per epoch, each of N/M whole env sequences; must divide N (RL Zoo: 1 of 256)"""
+    """M, minibatches per epoch, each of N/M whole env sequences; must divide N (RL Zoo: 1)"""
     clip_coef: float = 0.2
     """ε of the clipped surrogate objective (RL Zoo: 0.2, decayed linearly; here constant)"""
     clip_vloss: bool = False
