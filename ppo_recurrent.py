@@ -22,9 +22,11 @@ to 0 (`NO_VELOCITY`). Actions may be Discrete or Box, as in vpg.py.
     python ppo_recurrent.py                                 # CartPoleNoVel-v1, 100k steps
     python ppo_recurrent.py --env-id PendulumNoVel-v1       # Box actions
     python ppo_recurrent.py --help                          # every flag, with its meaning
-    python ppo_recurrent.py --save-model                    # writes runs/<run>/model.pt
-    python ppo_recurrent.py --eval-checkpoint runs/<run>/model.pt --capture-video
+    python ppo_recurrent.py --save-model                    # (tooling) writes runs/<run>/model.pt
+    python ppo_recurrent.py --eval-checkpoint runs/<run>/model.pt --capture-video  # (tooling)
     tensorboard --logdir runs
+
+Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
 
 What changes from ppo_discrete.py: one idea, memory. Without velocities, one observation does not
 tell where the pole is going. A feed-forward policy then acts on the position alone. Here the
@@ -62,15 +64,11 @@ checkpoints) can be skipped on a first reading.
 """
 
 import functools
-import importlib.util
 import math
 import os
 import random
-import sys
-import tempfile
 import time
-import warnings
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import gymnasium as gym
 import numpy as np
@@ -462,22 +460,24 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     next_state = agent.initial_state(args.num_envs).to(device)
     next_episode_start_np = np.ones(args.num_envs, dtype=np.float32)
 
-    # Everything the loop needs to go on from the end of an update (torch's random state is the
-    # CPU's). The tooling's checkpoint saves this dict; its --resume hands a saved one back at the
-    # start. State you add to the loop goes in state() and is read back by name below, or a
-    # resumed run goes on without it.
+    # Everything the loop needs to go on from the end of an update, by name (torch's random state
+    # is the CPU's). The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. State you add to the loop (a target network, a
+    # schedule's counter) goes here and below, or a resumed run goes on without it:
+    # tools/resume_check.py finds what a resume loses.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer,
                 "envs": envs, "next_obs": next_obs_np, "next_state": next_state,
                 "next_episode_start": next_episode_start_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:
-        s = hook(state())
-        agent, optimizer, envs, next_obs_np = s["agent"], s["optimizer"], s["envs"], s["next_obs"]
-        next_state, next_episode_start_np = s["next_state"], s["next_episode_start"]
-        global_step, episodic_returns = s["global_step"], s["episodic_returns"]
-        torch.set_rng_state(s["rng"])
+    if hook:  # read back by name: each name of state() is set from the dict the hook returns
+        loop = hook(state())
+        agent, optimizer, envs = loop["agent"], loop["optimizer"], loop["envs"]
+        next_obs_np, next_state = loop["next_obs"], loop["next_state"]
+        next_episode_start_np, global_step = loop["next_episode_start"], loop["global_step"]
+        episodic_returns = loop["episodic_returns"]
+        torch.set_rng_state(loop["rng"])
     if next_obs_np is None:  # a new run, or one resumed without its envs: new episodes
         next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
         next_obs_np = agent.normalize_obs(next_obs_np).astype(np.float32)  # float32, as the nets
@@ -619,8 +619,18 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
 # Nothing below is part of the learning algorithm, and `train` calls none of it: cut the file
 # here, add `if __name__ == "__main__": train(tyro.cli(Args))`, and it still trains and logs.
 # `main` adds the rest around `train`, through its `writer` and `hook` arguments.
+import glob
+import hashlib
+import importlib.util
+import io
+import os
+import sys
+import tempfile
+import warnings
+from dataclasses import fields
 
 SCRIPT = os.path.basename(__file__).removesuffix(".py")
+FORMAT = 2  # of model.pt and checkpoint.pt; CHANGELOG.md says what each format changed
 
 
 @dataclass
@@ -664,13 +674,15 @@ def check_args(args):
     for flag, module in (("capture_video", "moviepy"), ("track", "wandb")):
         if getattr(args, flag) and not importlib.util.find_spec(module):
             fail(f"--{flag.replace('_', '-')} needs {module}: pip install {module}")
-    if args.capture_video and sys.platform == "linux":  # MuJoCo renders with no display too
+    if args.capture_video and sys.platform == "linux":  # render with no display (MuJoCo, pygame)
         os.environ.setdefault("MUJOCO_GL", "egl")
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     may_be_0 = "seed gamma gae_lambda ent_coef vf_coef checkpoint_every eval_episodes eval_seed"
     for name, value in asdict(args).items():  # type, not isinstance: a bool is no number here
-        bound = ">= 0" if name in may_be_0.split() else "positive"
-        if type(value) in (int, float) and (value < 0 or value == 0 and bound == "positive"):
-            fail(f"--{name.replace('_', '-')} must be {bound}")
+        zero = name in may_be_0.split()
+        if type(value) in (int, float) and not (0 < value < np.inf or zero and value == 0):
+            fail(f"--{name.replace('_', '-')} must be finite and {'>= 0' if zero else 'positive'}"
+                 f", not {value}")
         if name in ("gamma", "gae_lambda") and value > 1:
             fail(f"--{name.replace('_', '-')} must lie in [0, 1]")
     batch_size = args.num_envs * args.num_steps
@@ -700,14 +712,12 @@ def check_args(args):
              f"make_env, wrap the env in gym.wrappers.TransformAction(env, lambda a: a + "
              f"{space.start}, gym.spaces.Discrete({space.n}))")
     if not isinstance(space, gym.spaces.Box | gym.spaces.Discrete) or len(space.shape) > 1:
-        fail(f"{args.env_id} has actions {space}; the script needs Discrete(n) or a flat Box")
+        fail(f"{args.env_id} has actions {space}, which no pgref script takes: this one needs "
+             "Discrete(n) or a flat Box")
     if getattr(env.spec, "max_episode_steps", None) is None:
         print(f"warning: {args.env_id} has no time limit, so an episode may never end and give "
               "no return; in make_env, give it one: gym.make(env_id, max_episode_steps=1000)",
               file=sys.stderr)
-    if args.total_timesteps % batch_size and not args.eval_checkpoint:
-        print(f"note: trains {args.total_timesteps // batch_size * batch_size:,} steps, the whole "
-              f"batches of {batch_size} in --total-timesteps", file=sys.stderr)
 
 
 class EnvGuard(gym.vector.VectorWrapper):
@@ -724,18 +734,40 @@ class EnvGuard(gym.vector.VectorWrapper):
         return out
 
 
+def write(content, path):
+    """torch.save `content` to `path` in an envelope: the FORMAT and the SHA-256 of the content's
+    bytes, so that `load` can tell a file cut short or changed. Written under another name, then
+    renamed: a kill during the write leaves the last file whole."""
+    data = io.BytesIO()
+    torch.save(content, data)
+    data = data.getvalue()
+    torch.save({"format": FORMAT, "sha256": hashlib.sha256(data).hexdigest(), "content": data},
+               path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
 def load(path, resume):
     """The checkpoint.pt (`resume`) or model.pt of a run of this script, on the CPU, or a
-    one-line refusal: the system's reason, or which file to give. A checkpoint holds pickled
-    objects, and unpickling runs code: resume only runs of your own; model.pt holds tensors,
-    numbers and strings, safe to load."""
+    one-line refusal that says what is wrong with the file. A checkpoint holds pickled objects,
+    and unpickling runs code: resume only runs of your own. model.pt holds tensors, numbers and
+    strings, safe to load."""
+    if not os.path.isfile(path):
+        fail(f"{path}: No such file or directory")
+    try:  # a checkpoint of format 1 holds pickled objects outside an envelope
+        box = torch.load(path, weights_only=not resume)
+    except Exception:
+        fail(f"{path} is corrupt or truncated: torch.load cannot read it")
+    if box.get("format", 1) != FORMAT:  # files without one are format 1, pgref 0.1.0's
+        fail(f"{path} has file format {box.get('format', 1)}, and {SCRIPT}.py reads format "
+             f"{FORMAT}: use the pgref release that wrote it (CHANGELOG.md), or train again")
+    if hashlib.sha256(box["content"]).hexdigest() != box["sha256"]:
+        fail(f"{path} changed since it was written: its SHA-256 is not the one saved with it")
     try:
-        saved = torch.load(path, weights_only=not resume, map_location=None if resume else "cpu")
+        saved = torch.load(io.BytesIO(box["content"]), weights_only=not resume,
+                           map_location=None if resume else "cpu")
         if saved["script"] == SCRIPT and ("state" in saved) == resume:
             return saved
-    except OSError as error:
-        fail(f"{path}: {error.strerror}")
-    except Exception:  # not torch.save's, a pickle weights_only refuses, another script's classes
+    except Exception:  # a pickle weights_only refuses, another script's classes
         pass
     fail(f"{path} is no {'checkpoint' if resume else 'model'}.pt of {SCRIPT}.py: --resume takes "
          "<run>/checkpoint.pt, --eval-checkpoint <run>/model.pt (--save-model), each from a run "
@@ -744,23 +776,22 @@ def load(path, resume):
 
 def evaluate(agent, args, folder):
     """Play --eval-episodes episodes, each cut at 10,000 steps at most and filmed into
-    <folder>/videos with --capture-video; print and return their returns. The action is
-    `agent.greedy_action`'s, clipped to the bounds (Box). The recurrent state goes on through an
-    episode and starts anew (None) at the next."""
+    <folder>/videos with --capture-video; print and return their returns. The agent acts through
+    `greedy_action` alone, its memory reset at each episode's start; a Box action is clipped to
+    the env's bounds."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
     env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
     if args.capture_video:
         env = gym.wrappers.RecordVideo(env, f"{folder}/videos", lambda _: True)
+    if isinstance(env.action_space, gym.spaces.Box):  # a mean may lie outside the bounds
+        env = gym.wrappers.ClipAction(env)
     env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # keeps every return
     seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
     for episode in range(args.eval_episodes):
         obs, _ = env.reset(seed=seed if episode == 0 else None)  # the first seed fixes them all
-        done, state = False, None  # None: the state at an episode's start
+        done, memory = False, None
         while not done:
-            with torch.no_grad():
-                action, state = agent.greedy_action(obs, state)
-            if isinstance(env.action_space, gym.spaces.Box):
-                action = np.clip(action, env.action_space.low, env.action_space.high)
+            action, memory = agent.greedy_action(obs, memory)
             obs, _, terminated, truncated, _ = env.step(action)
             done = terminated or truncated
     env.close()
@@ -772,8 +803,8 @@ def evaluate(agent, args, folder):
 def load_agent(path, args=None):
     """The Agent saved in a model.pt (--save-model), for code of your own
     (docs/usage.md, "Long runs"); `args` are the flags to build it with, by default those saved
-    with it. model.pt holds "script", "model" (the state_dict), "args" (the flags, a dict) and
-    "global_step"."""
+    with it. Act with `agent.greedy_action(obs, memory)`. model.pt's content holds "script",
+    "model" (the state_dict), "args" (the flags, a dict) and "global_step"."""
     saved = load(path, resume=False)
     args = args or RunArgs(**saved["args"])
     env = make_env(args.env_id)
@@ -783,14 +814,25 @@ def load_agent(path, args=None):
     return agent
 
 
+def interrupted(folder, when):
+    """Exit with 130, the shell's code for Ctrl-C, and one line that says what is on disk. In
+    training, model.pt is written only beside a checkpoint.pt, which --resume goes on from."""
+    on_disk = sorted(glob.glob(f"{folder}/*.pt"))  # checkpoint.pt, then model.pt
+    print(f"{SCRIPT}.py: interrupted {when}; " + (
+        f"--resume {on_disk[0]} goes on from its last checkpoint" if when == "in training"
+        and on_disk else f"saved: {' and '.join(on_disk) or 'nothing'}"), file=sys.stderr)
+    raise SystemExit(130)
+
+
 def main(args: RunArgs | None = None) -> dict:
     """Train, with the tooling around `train`; go on with the run of a --resume checkpoint; or
     evaluate the policy of an --eval-checkpoint model.pt. Flags not given take the values saved
-    in the file; with --resume, a flag of `Args` that differs from the run's is refused, but for
-    --total-timesteps: a larger one extends the run. `args`: from code of one's own (where the
-    fields that differ from their defaults count as given), or else the command line. Returns
-    `train`'s state with the run's folder (run_dir) and eval_returns; with --eval-checkpoint,
-    only eval_returns."""
+    in the file. With --resume, a flag of `Args` that differs from the run's is refused, but for
+    --total-timesteps: a larger one extends the run. With --eval-checkpoint, one that changes
+    what the model means is refused (all of `Args` but --env-id, --seed, --num-threads, --cuda).
+    `args`: from code of one's own (where the fields that differ from their defaults count as
+    given), or else the command line. Returns `train`'s state with the run's folder (run_dir)
+    and eval_returns; with --eval-checkpoint, only eval_returns."""
     cli, args = args is None, args or tyro.cli(RunArgs)
     path = args.resume or args.eval_checkpoint
     saved = path and load(path, resume=bool(args.resume))
@@ -798,10 +840,11 @@ def main(args: RunArgs | None = None) -> dict:
         old = dict(saved["args"], resume=None, eval_checkpoint=None)
         args = (tyro.cli(RunArgs, default=RunArgs(**old)) if cli else RunArgs(
             **{k: old[k] if v == getattr(RunArgs, k) else v for k, v in asdict(args).items()}))
-        changed = [f.name for f in fields(Args) if getattr(args, f.name) != old[f.name]]
-        if args.resume and changed not in ([], ["total_timesteps"]):
-            fail(f"--resume goes on with the run's own flags; leave out --{changed[0]}".replace(
-                "_", "-"))
+        allowed = ["total_timesteps"] if args.resume else ["env_id", "seed", "num_threads", "cuda"]
+        for name in [f.name for f in fields(Args) if getattr(args, f.name) != old[f.name]]:
+            if name not in allowed:  # the model's meaning (--eval-checkpoint) or the run's
+                fail(f"{'--resume' if args.resume else '--eval-checkpoint'} takes the flags the "
+                     f"file was trained with: leave out --{name.replace('_', '-')}")
     check_args(args)
     if args.eval_checkpoint:
         try:
@@ -829,10 +872,15 @@ def main(args: RunArgs | None = None) -> dict:
 
     def hook(state, losses=None):
         """`train`'s hook. At its start (no `losses`): put the --resume checkpoint's state in
-        place of the new one, guard the envs, and return the state to go on with. After each
-        update: stop on a NaN or inf loss or weight; save every --checkpoint-every updates."""
+        place of the new one, by name, guard the envs, and return the state to go on with. After
+        each update: stop on a NaN or inf loss or weight, warn of a collapsed policy, and save
+        every --checkpoint-every updates."""
         nonlocal updates
         if losses is None:
+            differ = saved and (set(state) ^ set(saved["state"])) - {"envs", "next_obs"}
+            if differ:  # (the envs may be left out: see `save`)
+                fail(f"--resume: the names {sorted(differ)} are in one of {path} and train's "
+                     "state(), not in both: resume with the code that wrote it")
             state.update(saved["state"] if saved else {})
             if saved and "envs" not in saved["state"]:  # envs not saved (see `save`)
                 print(f"note: {args.env_id} cannot be saved mid-episode, so the run goes on with "
@@ -840,25 +888,31 @@ def main(args: RunArgs | None = None) -> dict:
             state["envs"] = EnvGuard(state["envs"])
             return state
         weights = nn.utils.parameters_to_vector(state["agent"].parameters()).detach()
-        if not math.isfinite(sum(losses.values()) + weights.sum()):
+        if not np.isfinite(sum(losses.values()) + weights.sum().item()):
             raise FloatingPointError("a loss or weight became NaN or inf in an update: a learning "
                                      "rate too large? rewards of huge scale?")
+        # A collapse: the policy moved more than 1 nat of KL in one update, where healthy
+        # updates move 0.001 to 0.1. `get`: a statistic renamed in `train` turns the check off
+        # and never breaks the run.
+        if losses.get("approx_kl", 0) > 1:
+            print(f"warning: the policy collapsed at step {state['global_step']:,}: a KL of "
+                  f"{losses['approx_kl']:.3g} nats in one update (entropy now "
+                  f"{losses.get('entropy', np.nan):.3g}); a --learning-rate too large?",
+                  file=sys.stderr)
         updates += 1
         if args.checkpoint_every and updates % args.checkpoint_every == 0:
             save(state)
 
     def save(state):
         """Write model.pt (with --save-model) and checkpoint.pt (with --checkpoint-every), and
-        flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags; it is
-        written under another name first, then renamed, so that a kill during the write leaves
-        the last one whole. Box2D and MuJoCo envs pickle as the arguments that made them
-        (EzPickle), not their state, and some envs do not pickle at all (a lambda in a wrapper):
-        those envs and their observations are left out, and a resumed run begins new episodes."""
+        flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags. Box2D
+        and MuJoCo envs pickle as the arguments that made them (EzPickle), not their state, and
+        some envs do not pickle at all (a lambda in a wrapper): those envs and their
+        observations are left out, and a resumed run begins new episodes."""
         writer.flush()
         if args.save_model:  # only tensors, numbers, strings: safe to load
-            torch.save({"script": SCRIPT, "model": state["agent"].state_dict(),
-                        "args": asdict(args), "global_step": state["global_step"]},
-                       f"{folder}/model.pt")
+            write({"script": SCRIPT, "model": state["agent"].state_dict(), "args": asdict(args),
+                   "global_step": state["global_step"]}, f"{folder}/model.pt")
         if not args.checkpoint_every:
             return
         envs = state["envs"].env  # without the EnvGuard
@@ -866,12 +920,10 @@ def main(args: RunArgs | None = None) -> dict:
         exact = not isinstance(envs.unwrapped.envs[0].unwrapped, gym.utils.EzPickle)
         for kept in [dict(state, envs=envs)] * exact + [without_envs]:
             try:  # without the envs where they do not pickle
-                torch.save({"script": SCRIPT, "args": asdict(args), "state": kept},
-                           f"{folder}/checkpoint.tmp")
-                return os.replace(f"{folder}/checkpoint.tmp", f"{folder}/checkpoint.pt")
+                return write({"script": SCRIPT, "args": asdict(args), "state": kept},
+                             f"{folder}/checkpoint.pt")
             except Exception as error:  # an object that does not pickle: a lambda, a local class
                 failure = error
-        os.remove(f"{folder}/checkpoint.tmp")
         args.checkpoint_every = 0  # said once: the run goes on without checkpoints
         print(f"warning: no checkpoint: {failure}", file=sys.stderr)
 
@@ -884,16 +936,17 @@ def main(args: RunArgs | None = None) -> dict:
     except FloatingPointError as error:
         fail(f"{args.env_id}: {error} (the last checkpoint keeps the weights before it, if any)")
     except KeyboardInterrupt:
-        print(f"interrupted; where the run has a checkpoint, --resume {folder}/checkpoint.pt goes "
-              "on from it", file=sys.stderr)
-        raise SystemExit(130) from None  # the shell's code for "stopped by Ctrl-C"
+        interrupted(folder, "in training")
     if saved and not updates:
         fail(f"--resume: the run has trained its {state['global_step']:,} steps; give a larger "
              "--total-timesteps")
-    save(state)
-    if args.save_model:
-        print(f"model saved to {folder}/model.pt")
-    eval_returns = evaluate(state["agent"].cpu(), args, folder) if args.eval_episodes else []
+    try:
+        save(state)
+        if args.save_model:
+            print(f"model saved to {folder}/model.pt")
+        eval_returns = evaluate(state["agent"].cpu(), args, folder) if args.eval_episodes else []
+    except KeyboardInterrupt:
+        interrupted(folder, "after training (saving or evaluating)")
     for episode_return in eval_returns:  # at the step of the policy evaluated
         writer.add_scalar("eval/episodic_return", episode_return, state["global_step"])
     writer.close()
@@ -905,5 +958,6 @@ if __name__ == "__main__":
     # file's classes by the file's name, and code of one's own that imports the script loads it.
     try:
         importlib.import_module(SCRIPT).main()
-    except KeyboardInterrupt:  # a Ctrl-C outside `train`: before it, or after (saving, evaluating)
+    except KeyboardInterrupt:  # a Ctrl-C outside `train` and the evaluation: nothing was written
+        print(f"{SCRIPT}.py: interrupted: nothing was saved", file=sys.stderr)
         raise SystemExit(130) from None
