@@ -1,0 +1,963 @@
+"""Proximal policy optimisation (PPO-clip) with memory: an LSTM policy and critic, in one file.
+
+    Recurrent PPO, one iteration of `train`:
+    1. Keep each env's recurrent state from the last iteration (`next_state`, (N, 4H)).
+    2. Store it as the segment's start state (`start_state`), then step the N envs T times.
+       Each step resets the state where an episode starts (`Agent.unroll`), then samples a ~ π.
+    3. At a truncation, store V(final obs) from the state that saw the episode (`final_values`).
+    4. Bootstrap the segment's end with V(s_T) and compute GAE-λ (`compute_gae`).
+    5. Split the N envs into minibatches of whole sequences of T steps.
+    6. Replay each minibatch from its stored start states, with the same resets (`Agent.unroll`).
+    7. Take an Adam step on the clipped PPO loss (`ppo_loss`, `surrogate`).
+    8. Repeat steps 5-7 for K epochs, then log (`--- log ---`).
+
+Schulman, Wolski, Dhariwal, Radford and Klimov (2017), "Proximal policy optimization
+algorithms" (arXiv:1707.06347), its clipped variant, with generalised advantage estimation
+(Schulman et al. 2016, arXiv:1506.02438). For Gymnasium environments whose observation leaves
+out what the agent must remember. The script registers six of them: CartPoleNoVel-v1,
+PendulumNoVel-v1, MountainCarNoVel-v0, MountainCarContinuousNoVel-v0, LunarLanderNoVel-v3 and
+LunarLanderContinuousNoVel-v3. Each is its base env with the velocities in the observation set
+to 0 (`NO_VELOCITY`). Actions may be Discrete or Box, as in vpg.py.
+
+    python ppo_recurrent.py                                 # CartPoleNoVel-v1, 100k steps
+    python ppo_recurrent.py --env-id PendulumNoVel-v1       # Box actions
+    python ppo_recurrent.py --help                          # every flag, with its meaning
+    python ppo_recurrent.py --save-model                    # (tooling) writes runs/<run>/model.pt
+    python ppo_recurrent.py --eval-checkpoint runs/<run>/model.pt --capture-video  # (tooling)
+    tensorboard --logdir runs
+
+Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
+
+What changes from ppo_discrete.py: one idea, memory. Without velocities, one observation does not
+tell where the pole is going. A feed-forward policy then acts on the position alone. Here the
+actor and the critic each read the observation through an LSTM, whose state carries the past of
+the episode. That idea brings four changes to the loop.
+- The rollout stores each env's recurrent state at the start of the segment, and a flag per step
+  that says where an episode starts. The state is set to 0 at every episode start.
+- A minibatch is a set of whole env sequences, not a random set of steps. The update replays each
+  sequence from its stored start state, one step at a time, with the same resets. Only then is
+  the replayed π_θ the rollout's π_θ_old before the first Adam step.
+- A truncated episode is bootstrapped with V(final obs) from the state that saw the episode.
+- The agent handles Discrete and Box actions, with ppo_continuous.py's Gaussian head.
+The defaults are RL Zoo's for CartPoleNoVel-v1 (hyperparams/ppo_lstm.yml), with the differences
+said in `Args`. As in RL Zoo, observations are normalised as in ppo_continuous.py and rewards
+are not. On CartPoleNoVel-v1 after 100k steps, seeds 1-3, the greedy evaluation's mean return is
+398, 491 and 500, and the last 20 training episodes' is 305, 481 and 160 (feed-forward
+ppo_discrete.py: about 42).
+
+Sources. Hausknecht and Stone (2015), "Deep recurrent Q-learning for partially observable MDPs"
+(arXiv:1507.06527), train an LSTM on replayed sequences in two ways. Sequential updates replay
+whole episodes from their start. Random updates replay a piece of an episode from a zero state,
+which is not the state the agent acted with. Later work warms such a state up on the steps before
+the piece (burn-in, Kapturowski et al. 2019, R2D2). PPO needs neither: each segment's start
+state is stored, and the replay starts from it. Reference code: CleanRL's `ppo_atari_lstm.py` (its
+`get_states` masks the state step by step) and sb3-contrib's `RecurrentPPO` (separate LSTMs for
+actor and critic, with RL Zoo's settings).
+
+Deliberate differences, as in ppo_discrete.py: a time-limit truncation is bootstrapped
+(`--no-bootstrap-truncation` treats it as a termination), losses are logged as means over the
+whole update, and the policy is saved with everything needed to evaluate it.
+
+Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
+training algorithm ends with `train`; the tooling after it (input checks, evaluation,
+checkpoints) can be skipped on a first reading.
+"""
+
+import functools
+import math
+import os
+import random
+import time
+from dataclasses import asdict, dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    # --- the algorithm ---
+    env_id: str = "CartPoleNoVel-v1"
+    """Gymnasium env with Discrete or Box actions; module:EnvId for an env of your own"""
+    hidden_size: int = 64
+    """H, units of each LSTM and of the hidden layer of each head (RL Zoo: 64)"""
+    total_timesteps: int = 100_000
+    """environment steps to train for, summed over all envs (RL Zoo: 100k)"""
+    learning_rate: float = 1e-3
+    """Adam step size α of actor and critic (RL Zoo: 1e-3, decayed linearly)"""
+    anneal_lr: bool = True
+    """decay the step size linearly from α to α/I in the last of I iterations (core detail 4)"""
+    update_epochs: int = 20
+    """K, passes over each batch (RL Zoo: 20)"""
+    num_minibatches: int = 1
+    """M, minibatches per epoch, each of N/M whole env sequences; must divide N (RL Zoo: 1)"""
+    clip_coef: float = 0.2
+    """ε of the clipped surrogate objective (RL Zoo: 0.2, decayed linearly; here constant)"""
+    clip_vloss: bool = False
+    """clip the value update to ±ε around the rollout's value (RL Zoo and SB3 do not)"""
+    ent_coef: float = 0.0
+    """c₂, weight of the entropy bonus (RL Zoo: 0)"""
+    vf_coef: float = 0.5
+    """c₁, weight of the value loss ½(V − R)²; SB3's 0.5 weighs (V − R)², twice as much"""
+    max_grad_norm: float = 0.5
+    """the global L2 norm of the gradient is clipped to this value (SB3's default)"""
+    target_kl: float | None = None
+    """stop an update's epochs once an epoch's mean approx-KL exceeds it; typical 0.01 to 0.05"""
+    norm_adv: bool = True
+    """normalise advantages to mean 0, std 1 within each minibatch"""
+    num_envs: int = 8
+    """N, environments stepped in parallel (one synchronous vector env; RL Zoo: 8)"""
+    num_steps: int = 32
+    """T, steps per environment in each batch; batch size = N·T (RL Zoo: 32)"""
+    gamma: float = 0.98
+    """discount factor γ in [0, 1] (RL Zoo: 0.98)"""
+    gae_lambda: float = 0.8
+    """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V (RL Zoo: 0.8)"""
+    bootstrap_truncation: bool = True
+    """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
+    norm_obs: bool = True
+    """normalise observations by running statistics, as ppo_continuous.py (RL Zoo: norm_obs)"""
+
+    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
+    seed: int = 1
+    """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
+    num_threads: int = 1
+    """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
+    cuda: bool = False
+    """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
+
+
+# The partially observed envs: base env -> the indices of the velocities in its observation.
+NO_VELOCITY = {"CartPole-v1": [1, 3], "Pendulum-v1": [2], "MountainCar-v0": [1],
+               "MountainCarContinuous-v0": [1], "LunarLander-v3": [2, 3, 5],
+               "LunarLanderContinuous-v3": [2, 3, 5]}
+
+
+def zero_entries(obs: np.ndarray, indices: list[int]) -> np.ndarray:
+    obs = obs.copy()
+    obs[indices] = 0.0
+    return obs
+
+
+def make_no_velocity_env(base_id: str, indices: list[int], **kwargs) -> gym.Env:
+    """The base env, its observation's `indices` set to 0, shape unchanged. gym.make of the new id
+    adds the base env's time limit back (registered below). A function, not a lambda, in the
+    wrapper: the env then pickles, and a checkpoint holds it."""
+    env = gym.make(base_id, **kwargs).unwrapped
+    hide = functools.partial(zero_entries, indices=indices)
+    return gym.wrappers.TransformObservation(env, hide, env.observation_space)
+
+
+# The entry point is named by the file's module, even when the file runs as __main__: a pickled
+# env (in a checkpoint) then names functions that another process can import.
+_entry_point = os.path.basename(__file__).removesuffix(".py") + ":make_no_velocity_env"
+for _base, _indices in NO_VELOCITY.items():  # CartPole-v1 -> CartPoleNoVel-v1, ...
+    _name, _version = _base.rsplit("-", 1)
+    if f"{_name}NoVel-{_version}" not in gym.registry:  # registered once, at import
+        gym.register(f"{_name}NoVel-{_version}", entry_point=_entry_point,
+                     max_episode_steps=gym.spec(_base).max_episode_steps,
+                     kwargs={"base_id": _base, "indices": _indices})
+
+
+def make_env(env_id: str, **kwargs) -> gym.Env:
+    """The one place where an environment is made: training, evaluation and the input checks
+    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
+    (docs/own-env.md). Evaluation passes render_mode for videos."""
+    return gym.make(env_id, **kwargs)
+
+
+def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
+    # the step that ends an episode already returns the first observation of the next one, and
+    # the real last observation is in infos["final_obs"]. So every stored transition is real (the
+    # default NEXT_STEP mode would spend one action per episode on a reset), and the final
+    # observation is at hand to bootstrap a truncated episode.
+    envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    # Adds infos["episode"] (return and length) at each episode's end, for the logs.
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+def head(hidden_size: int, out_dim: int) -> nn.Sequential:
+    # One ReLU hidden layer on the LSTM's output, as RL Zoo's net_arch pi=[64], vf=[64].
+    return nn.Sequential(nn.Linear(hidden_size, hidden_size), nn.ReLU(),
+                         nn.Linear(hidden_size, out_dim))
+
+
+class RunningMeanStd:
+    """Running mean and variance of a stream of batches, merged with the parallel formula of
+    Chan, Golub and LeVeque (1979). Shape (obs_dim,) for observations, () for returns."""
+
+    def __init__(self, shape: tuple[int, ...] = ()):
+        # count starts near 0 (not at 0, to avoid a division by 0), so the first batch dominates.
+        self.mean, self.var, self.count = np.zeros(shape), np.ones(shape), 1e-4
+
+    def update(self, x: np.ndarray) -> None:
+        """x: (B, *shape), a batch of B new samples."""
+        # math: \delta = \mu_B - \mu, \quad N = n + n_B, \quad \mu \leftarrow \mu + \delta\, n_B / N
+        # math: \sigma^2 \leftarrow (n\sigma^2 + n_B\sigma_B^2 + \delta^2 n\, n_B / N) / N
+        batch_mean, batch_var, batch_count = x.mean(0), x.var(0), x.shape[0]
+        delta, total = batch_mean - self.mean, self.count + batch_count
+        self.mean = self.mean + delta * batch_count / total
+        m2 = (self.var * self.count + batch_var * batch_count
+              + delta**2 * self.count * batch_count / total)
+        self.var = m2 / total
+        self.count = total  # n ← N
+
+
+class Agent(nn.Module):
+    """Actor π_θ(a|s_{≤t}) and critic V_φ(s_{≤t}), each an LSTM of --hidden-size units (H = 64)
+    followed by a head with one ReLU hidden layer. The actor's output is the logits of a
+    Categorical (Discrete actions) or the mean of a diagonal Gaussian (Box actions), as in vpg.py.
+    Two LSTMs, not one shared: RL Zoo's setting (enable_critic_lstm) and separate networks as in
+    ppo_discrete.py (core detail 13). Every layer keeps PyTorch's initialisation, not the
+    orthogonal one of ppo_discrete.py: RL Zoo's setting (ortho_init=False), which learned
+    CartPoleNoVel-v1 better here (seed 1, last 20 training episodes at 100k steps: 305, against
+    181 with orthogonal initialisation and tanh).
+
+    The recurrent state of B envs is one tensor (B, 4H): the actor LSTM's h and c, then the
+    critic's. One tensor is stored, indexed by env and reset by one product.
+
+    The tooling calls the agent only through `greedy_action`, so changing its layers needs no
+    tooling change."""
+
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64,
+                 norm_obs: bool = True):
+        super().__init__()
+        # The one place where the action space decides the policy head: a Gaussian for Box
+        # actions, a Categorical for Discrete ones.
+        self.continuous = isinstance(action_space, gym.spaces.Box)
+        act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
+        self.hidden_size = hidden_size
+        self.actor_lstm = nn.LSTMCell(obs_dim, hidden_size)
+        self.critic_lstm = nn.LSTMCell(obs_dim, hidden_size)
+        self.actor_head = head(hidden_size, act_dim)
+        self.critic_head = head(hidden_size, 1)
+        if self.continuous:  # log σ = 0 (σ = 1) at the start, as in ppo_continuous.py
+            self.actor_logstd = nn.Parameter(torch.zeros(act_dim))
+        # The running statistics of the observations are part of the policy, as in
+        # ppo_continuous.py: kept in the state_dict, they are saved and loaded with the weights.
+        self.obs_rms, self.norm_obs = RunningMeanStd((obs_dim,)), norm_obs
+
+    def normalize_obs(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
+        """(B, obs_dim) -> (B, obs_dim): each feature to mean 0 and std 1 under the running
+        statistics (continuous details 6-7). A velocity set to 0 stays 0. CartPole's angle lies
+        within ±0.21 rad and its cart's position within ±2.4: normalised, both reach the LSTM on
+        one scale."""
+        if not self.norm_obs:  # --no-norm-obs, an ablation: the raw observations
+            return obs
+        if update:  # update=False freezes the statistics, as in evaluation
+            self.obs_rms.update(obs)
+        # math: \tilde s = \mathrm{clip}\big((s - \mu_s) / \sqrt{\sigma_s^2 + 10^{-8}},\ -c,\ c\big)
+        normalized = (obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + 1e-8)
+        return np.clip(normalized, -10.0, 10.0)  # c = 10, as in the reference code
+
+    def get_extra_state(self) -> torch.Tensor:  # the statistics' mean and variance, (2, obs_dim)
+        return torch.tensor(np.array([self.obs_rms.mean, self.obs_rms.var]))
+
+    def set_extra_state(self, state: torch.Tensor) -> None:
+        self.obs_rms.mean, self.obs_rms.var = state.numpy()
+
+    def initial_state(self, num_envs: int) -> torch.Tensor:
+        return torch.zeros(num_envs, 4 * self.hidden_size)  # (B, 4H): the state of no past
+
+    def unroll(self, obs, state, episode_starts):
+        """obs (T, B, obs_dim), the state before step 0 (B, 4H) and episode_starts (T, B), 1 where
+        obs[t] is an episode's first observation -> the outputs of the actor's and the critic's
+        LSTM (T, B, H) each, and the state after step T − 1 (B, 4H). One step at a time, because
+        the state must be reset between steps. The rollout calls it with T = 1."""
+        actor_out, critic_out = [], []
+        for t in range(obs.shape[0]):
+            # A new episode must not see the last one: its state starts at 0, as at the start.
+            # math: (h_{t-1}, c_{t-1}) \leftarrow (1 - \mathrm{start}_t)\,(h_{t-1}, c_{t-1})
+            state = state * (1.0 - episode_starts[t])[:, None]
+            h_actor, c_actor, h_critic, c_critic = state.chunk(4, dim=-1)  # (B, H) each
+            h_actor, c_actor = self.actor_lstm(obs[t], (h_actor, c_actor))
+            h_critic, c_critic = self.critic_lstm(obs[t], (h_critic, c_critic))
+            state = torch.cat([h_actor, c_actor, h_critic, c_critic], dim=-1)
+            actor_out.append(h_actor)
+            critic_out.append(h_critic)
+        return torch.stack(actor_out), torch.stack(critic_out), state
+
+    def get_value(self, obs, state, episode_starts):
+        """obs (T, B, obs_dim), state (B, 4H), episode_starts (T, B) -> V (T, B), state (B, 4H)."""
+        _, critic_out, state = self.unroll(obs, state, episode_starts)
+        return self.critic_head(critic_out).squeeze(-1), state
+
+    def get_action_and_value(self, obs, state, episode_starts, action=None):
+        """obs (T, B, obs_dim), state (B, 4H), episode_starts (T, B) -> action (T, B) or
+        (T, B, act_dim), log π(a|s_{≤t}) (T, B), entropy (T, B), V (T, B) and the state after
+        the last step (B, 4H). Samples an action unless one is given (the update replays the
+        stored ones)."""
+        actor_out, critic_out, state = self.unroll(obs, state, episode_starts)
+        value = self.critic_head(critic_out).squeeze(-1)
+        # Both distributions written out as in vpg.py and ppo_continuous.py.
+        if self.continuous:
+            mean = self.actor_head(actor_out)  # μ_θ, (T, B, act_dim)
+            std = self.actor_logstd.expand_as(mean).exp()  # σ, (T, B, act_dim): state-independent
+            if action is None:
+                action = torch.normal(mean, std)
+            # The action dimensions are independent: log-probs and entropies add up over them.
+            # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
+            # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
+            log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
+                           - math.log(math.sqrt(2 * math.pi)))  # (T, B, act_dim)
+            logprob = log_density.sum(-1)
+            # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
+            entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
+            return action, logprob, entropy, value, state
+        # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
+        # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
+        logits = self.actor_head(actor_out)
+        log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (T, B, n_actions)
+        if action is None:
+            flat = log_pi.reshape(-1, log_pi.shape[-1]).softmax(-1)  # multinomial takes 2 dims
+            action = torch.multinomial(flat, 1, replacement=True).reshape(log_pi.shape[:-1])
+        logprob = log_pi.gather(-1, action[..., None]).squeeze(-1)  # log π(a|s) of the action
+        # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
+        entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
+        return action, logprob, entropy, value, state
+
+    def greedy_action(self, obs: np.ndarray, state: torch.Tensor | None = None):
+        """One observation (obs_dim,) and the state after the episode's last step (None at the
+        episode's start) -> the most likely action (an int, Discrete) or the mean action (an
+        array, Box, not clipped), and the state after this step (1, 4H)."""
+        state = self.initial_state(1) if state is None else state
+        obs = self.normalize_obs(obs, update=False)  # (obs_dim,), with the frozen statistics
+        obs = torch.as_tensor(obs, dtype=torch.float32)[None, None]  # (T, B, obs_dim) = (1, 1, ·)
+        actor_out, _, state = self.unroll(obs, state, torch.zeros(1, 1))
+        out = self.actor_head(actor_out)[0, 0]  # logits or mean, (act_dim,)
+        return (out.detach().numpy() if self.continuous else int(out.argmax())), state
+
+
+def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
+    """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
+
+    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}), the value of the
+    observation that really followed step t: on a time-limit truncation that is the final
+    observation of the episode, not the reset observation the vector env returned.
+
+        δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
+        A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
+
+    A terminated step has no future, so it does not bootstrap. A truncated step was cut by a time
+    limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
+    2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
+    ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
+    (T, N), with returns = A + V; with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
+    """
+    # Every δ_t at once; only the recursion over A needs a loop (run backwards in time).
+    deltas = rewards + gamma * (1.0 - terminations) * next_values - values
+    not_dones = 1.0 - torch.maximum(terminations, truncations)
+    advantages = torch.zeros_like(rewards)
+    next_advantage = torch.zeros_like(rewards[0])  # A_{t+1}, shape (N,)
+    for t in reversed(range(rewards.shape[0])):
+        next_advantage = deltas[t] + gamma * gae_lambda * not_dones[t] * next_advantage
+        advantages[t] = next_advantage
+    return advantages, advantages + values
+
+
+def surrogate(ratio, advantages, clip_coef):
+    """The clipped surrogate objective L^CLIP(θ) on a batch of B steps, to maximise (Schulman et
+    al. 2017, eq. 7). Inputs have shape (B,); `ratio` holds r_t(θ), defined below.
+
+    The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
+    r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
+    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t): the gradient g of L is vpg.py's policy
+    gradient. Away from θ_old, L estimates the improvement only while the policy stays close
+    (the states still come from π_θ_old). TRPO bounds the step; PPO takes the minimum with a
+    clipped ratio instead, a pessimistic bound on r_t Â_t: a change of r_t beyond 1 ± ε counts
+    when it lowers the objective and not when it raises it.
+    """
+    # A sample gives no gradient only where the clipped term is the smaller one: Â > 0 and
+    # r > 1 + ε, or Â < 0 and r < 1 − ε (the step already moved it far enough its way). Where r
+    # left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
+    # math: L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)
+    # math: \bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)
+    clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+    return torch.min(ratio * advantages, clipped_ratio * advantages).mean()
+
+
+def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns, entropy,
+             clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
+    """The PPO objective on a minibatch of B steps as one loss for actor and critic, to minimise
+    (Schulman et al. 2017, eq. 9), with an entropy bonus that keeps the policy exploring. Inputs
+    have shape (B,); returns the scalar loss and a dict of detached diagnostics."""
+    # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
+    logratio = new_logprob - old_logprob
+    ratio = logratio.exp()  # r_t(θ); 1 (up to rounding) in the first minibatch of the first epoch
+    pg_loss = -surrogate(ratio, advantages, clip_coef)
+    # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
+    # also clips the change of V around the rollout's prediction, like the ratio (core detail 9).
+    # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
+    # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]
+    v_loss_unclipped = (new_value - returns) ** 2
+    if clip_vloss:
+        v_clipped = old_value + torch.clamp(new_value - old_value, -clip_coef, clip_coef)
+        v_loss = 0.5 * torch.max(v_loss_unclipped, (v_clipped - returns) ** 2).mean()
+    else:
+        v_loss = 0.5 * v_loss_unclipped.mean()
+    # math: L(\theta) = -L^{CLIP} + c_1 L^{V} - c_2\, \mathbb{E}_t[H(\pi_\theta(\cdot|s_t))]
+    entropy_loss = entropy.mean()
+    loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss
+    with torch.no_grad():
+        # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old (J. Schulman, "Approximating KL
+        # divergence", 2020): k1 is unbiased but noisy and can be negative; k3 is unbiased and ≥ 0.
+        # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
+        # clipfrac is the share of samples with |r − 1| > ε; some of them still give a gradient.
+        stats = {
+            "policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy_loss,
+            "old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),
+            "clipfrac": ((ratio - 1.0).abs() > clip_coef).float().mean(),
+        }
+    return loss, stats
+
+
+def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
+    """Train with recurrent PPO, log to TensorBoard, and return the loop's `state()` at the end.
+    `train(args)` is the whole algorithm. A script's tooling, after `train`, passes its own
+    `writer` (the run's folder) and a `hook`, called at the start and after each update, through
+    which it adds checkpoints, --resume and guard rails."""
+    batch_size = args.num_envs * args.num_steps
+    envs_per_minibatch = args.num_envs // args.num_minibatches
+    num_iterations = args.total_timesteps // batch_size
+    # --- seeding: Python, NumPy, torch (action sampling, minibatch order) and the envs ---
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    device = torch.device("cuda" if args.cuda else "cpu")
+
+    envs = make_vec_env(args.env_id, args.num_envs)
+    obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
+    agent = Agent(obs_dim, action_space, args.hidden_size, args.norm_obs).to(device)
+    # One optimiser for the actor and the critic, which share one loss. Adam's ε = 1e-5 instead
+    # of 1e-8, as in PPO's reference code (core detail 3); `fused`: one kernel for all weights.
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+
+    # --- rollout storage, time-major: (T, N, ...) ---
+    # NumPy arrays while the rollout runs (a step's few numbers cost less to store there than in
+    # tensors); the whole rollout becomes tensors once, before GAE.
+    shape = (args.num_steps, args.num_envs)  # (T, N)
+    obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
+    actions_np = np.zeros((*shape, *action_space.shape),
+                          dtype=np.float32 if agent.continuous else np.int64)
+    # episode_starts: 1 where obs_np[t] is the first observation of an episode.
+    # final_values: V(final obs) at the steps where an episode was truncated.
+    (episode_starts_np, logprobs_np, values_np, final_values_np, rewards_np, terminations_np,
+     truncations_np) = (np.zeros(shape, dtype=np.float32) for _ in range(7))
+
+    writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
+    table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
+    global_step, episodic_returns, next_obs_np = 0, [], None  # episodic: (step, return) pairs
+    # The memory carried from one rollout to the next: each env's recurrent state after its last
+    # step (N, 4H), and whether its next observation starts an episode (N,).
+    next_state = agent.initial_state(args.num_envs).to(device)
+    next_episode_start_np = np.ones(args.num_envs, dtype=np.float32)
+
+    # Everything the loop needs to go on from the end of an update, by name (torch's random state
+    # is the CPU's). The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. State you add to the loop (a target network, a
+    # schedule's counter) goes here and below, or a resumed run goes on without it:
+    # tools/resume_check.py finds what a resume loses.
+    def state() -> dict:
+        return {"agent": agent, "optimizer": optimizer,
+                "envs": envs, "next_obs": next_obs_np, "next_state": next_state,
+                "next_episode_start": next_episode_start_np, "global_step": global_step,
+                "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
+
+    if hook:  # read back by name: each name of state() is set from the dict the hook returns
+        loop = hook(state())
+        agent, optimizer, envs = loop["agent"], loop["optimizer"], loop["envs"]
+        next_obs_np, next_state = loop["next_obs"], loop["next_state"]
+        next_episode_start_np, global_step = loop["next_episode_start"], loop["global_step"]
+        episodic_returns = loop["episodic_returns"]
+        torch.set_rng_state(loop["rng"])
+    if next_obs_np is None:  # a new run, or one resumed without its envs: new episodes
+        next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
+        next_obs_np = agent.normalize_obs(next_obs_np).astype(np.float32)  # float32, as the nets
+        next_episode_start_np = np.ones(args.num_envs, dtype=np.float32)  # the state is reset
+    start_time, start_step, last_print = time.time(), global_step, 0
+    for iteration in range(global_step // batch_size + 1, num_iterations + 1):
+        if args.anneal_lr:  # α_i = α (1 − (i − 1)/I) in iteration i of I
+            frac = 1.0 - (iteration - 1.0) / num_iterations
+            optimizer.param_groups[0]["lr"] = args.learning_rate * frac
+
+        # --- rollout: T steps in each of the N envs with the current policy π_θ ---
+        # The update replays each env's sequence from the state it started with, so that state
+        # is stored. Collecting needs no gradient (the update recomputes log π and V): inference
+        # mode is torch's no-gradient mode with the least bookkeeping.
+        start_state = next_state.clone()  # (N, 4H): the state before step 0
+        with torch.inference_mode():
+            for step in range(args.num_steps):
+                global_step += args.num_envs
+                obs_np[step], episode_starts_np[step] = next_obs_np, next_episode_start_np
+                next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
+                episode_start = torch.from_numpy(next_episode_start_np).to(device)  # (N,)
+                # One call steps all N envs' LSTMs by one step (T = 1).
+                action, logprob, _, value, next_state = agent.get_action_and_value(
+                    next_obs[None], next_state, episode_start[None])
+                action_np = action[0].cpu().numpy()
+                actions_np[step], logprobs_np[step], values_np[step] = (
+                    action_np, logprob[0].cpu().numpy(), value[0].cpu().numpy())
+                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # keeps the sample itself, whose density is log π(a|s) (continuous detail 5).
+                env_action = action_np
+                if agent.continuous:
+                    env_action = np.clip(action_np, action_space.low, action_space.high)
+                next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
+                rewards_np[step] = reward
+                terminations_np[step], truncations_np[step] = terminated, truncated
+                next_obs_np = agent.normalize_obs(next_obs_np).astype(np.float32)
+                # SAME_STEP autoreset: where this step ended an episode, next_obs_np starts one.
+                next_episode_start_np = (terminated | truncated).astype(np.float32)
+                if truncated.any():  # bootstrap a cut episode with V of its real final observation
+                    # next_state[idx] has seen the cut episode and is not reset yet (the reset
+                    # comes at the next step): the final observation is read with its memory.
+                    idx = np.flatnonzero(truncated)
+                    final_obs_np = np.stack(infos["final_obs"][idx])
+                    # Normalised without updating the statistics: the policy never acts on it.
+                    final_obs_np = agent.normalize_obs(final_obs_np, update=False)
+                    final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
+                    final_value, _ = agent.get_value(final_obs[None], next_state[idx],
+                                                     torch.zeros(1, len(idx), device=device))
+                    final_values_np[step, idx] = final_value[0].cpu().numpy()
+                for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended
+                    episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
+                    writer.add_scalar("charts/episodic_return", episode_return, global_step)
+                    writer.add_scalar("charts/episodic_length", length, global_step)
+                    episodic_returns.append((global_step, float(episode_return)))
+
+        # --- bootstrap and advantages ---
+        (obs, actions, episode_starts, logprobs, values, final_values, rewards, terminations,
+         truncations) = (
+            torch.tensor(x, device=device)  # (T, N, ...): copies, the arrays are refilled next
+            for x in (obs_np, actions_np, episode_starts_np, logprobs_np, values_np,
+                      final_values_np, rewards_np, terminations_np, truncations_np))  # rollout
+        with torch.no_grad():
+            next_obs = torch.from_numpy(next_obs_np).to(device)
+            episode_start = torch.from_numpy(next_episode_start_np).to(device)
+            # V(s_T), (N,): for paths cut by the batch end, read with the state carried so far.
+            next_value, _ = agent.get_value(next_obs[None], next_state, episode_start[None])
+        # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
+        # truncated. After a termination it is the reset observation's value, masked in GAE.
+        next_values = torch.cat([values[1:], next_value])
+        next_values = torch.where(truncations.bool(), final_values, next_values)
+        # Switched off (--no-bootstrap-truncation, an ablation), a truncation counts as a
+        # termination, as in CleanRL: the future of a cut episode is taken to be 0.
+        terminal = (terminations if args.bootstrap_truncation
+                    else torch.maximum(terminations, truncations))
+        # The critic regresses on the λ-returns A + V (PPO's reference code), not on λ = 1.
+        advantages, returns = compute_gae(rewards, values, next_values, terminal, truncations,
+                                          args.gamma, args.gae_lambda)
+
+        # --- update: K epochs, each a random split of the N envs into minibatches ---
+        # A minibatch holds whole env sequences, (T, N/M, ...), not steps drawn at random. The
+        # LSTM replays each sequence from its stored start state, step by step, with the
+        # rollout's resets. Before the first Adam step it then gives back the rollout's log π.
+        update_stats = []
+        for _epoch in range(args.update_epochs):
+            env_inds = torch.randperm(args.num_envs, device=device)
+            epoch_stats = []
+            for start in range(0, args.num_envs, envs_per_minibatch):
+                mb = env_inds[start:start + envs_per_minibatch]  # the minibatch's envs
+                _, new_logprob, entropy, new_value, _ = agent.get_action_and_value(
+                    obs[:, mb], start_state[mb], episode_starts[:, mb], actions[:, mb])
+                mb_advantages = advantages[:, mb].reshape(-1)  # (T·N/M,), as the steps below
+                # Normalised per minibatch (core detail 7), as in ppo_discrete.py.
+                if args.norm_adv:
+                    mb_advantages = ((mb_advantages - mb_advantages.mean())
+                                     / (mb_advantages.std() + 1e-8))
+                loss, stats = ppo_loss(new_logprob.reshape(-1), logprobs[:, mb].reshape(-1),
+                                       mb_advantages, new_value.reshape(-1),
+                                       values[:, mb].reshape(-1), returns[:, mb].reshape(-1),
+                                       entropy.reshape(-1), args.clip_coef, args.clip_vloss,
+                                       args.ent_coef, args.vf_coef)
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # core detail 11
+                optimizer.step()
+                epoch_stats.append(stats)
+            update_stats += epoch_stats
+            # Early stop, once per epoch, on the mean KL over the epoch (as ppo_discrete.py).
+            epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()
+            if args.target_kl is not None and epoch_kl > args.target_kl:
+                break
+
+        # --- log: every loss is the mean over all minibatches of this update ---
+        losses = {key: torch.stack([s[key] for s in update_stats]).mean().item()
+                  for key in update_stats[0]}
+        for key, value in losses.items():
+            writer.add_scalar(f"losses/{key}", value, global_step)
+        # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
+        errors_var, returns_var = (returns - values).var(), returns.var()
+        explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        sps = (global_step - start_step) / (time.time() - start_time)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        if time.time() - last_print > 5 or iteration == num_iterations:
+            last_print = time.time()
+            recent = [r for _, r in episodic_returns[-20:]]
+            mean_return = f"{np.mean(recent):8.2f}" if recent else "     n/a"
+            eta = int((num_iterations * batch_size - global_step) / sps)
+            print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
+                  f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
+        if hook:  # the tooling: guard rails, checkpoints
+            hook(state(), losses)
+    envs.close()
+    writer.flush()  # on disk; left open (the tooling logs its evaluation to it after)
+    return state()
+
+
+# --- tooling: input checks, run folders, checkpoints, guard rails, evaluation, the command line ---
+# Nothing below is part of the learning algorithm, and `train` calls none of it: cut the file
+# here, add `if __name__ == "__main__": train(tyro.cli(Args))`, and it still trains and logs.
+# `main` adds the rest around `train`, through its `writer` and `hook` arguments.
+import glob
+import hashlib
+import importlib.util
+import io
+import os
+import sys
+import tempfile
+import warnings
+from dataclasses import fields
+
+SCRIPT = os.path.basename(__file__).removesuffix(".py")
+FORMAT = 2  # of model.pt and checkpoint.pt; CHANGELOG.md says what each format changed
+
+
+@dataclass
+class RunArgs(Args):  # Args and the tooling's flags: --help lists both
+    exp_name: str = SCRIPT
+    """name of the experiment; part of the run directory runs/<env>__<exp>__<seed>__<time>"""
+    log_dir: str = "runs"
+    """folder that holds one sub-folder per run (TensorBoard events, checkpoint, videos)"""
+    save_model: bool = False
+    """save the policy to <run>/model.pt with each checkpoint and at the end of training"""
+    checkpoint_every: int = 20
+    """write <run>/checkpoint.pt every N updates and at the end of training (0: never)"""
+    resume: str | None = None
+    """go on with the run of this checkpoint.pt, its flags; a larger --total-timesteps extends it"""
+    eval_episodes: int = 10
+    """deterministic episodes after training (0: none), each cut at 10,000 steps at most"""
+    eval_seed: int | None = None
+    """seed of the evaluation episodes; by default --seed + 10,000 (seeds training never used)"""
+    eval_checkpoint: str | None = None
+    """evaluate this model.pt instead of training; other flags default to those it was saved with"""
+    capture_video: bool = False
+    """film the evaluation episodes into <run>/videos (needs: pip install moviepy)"""
+    track: bool = False
+    """mirror the TensorBoard logs to Weights & Biases (needs: pip install wandb)"""
+    wandb_project_name: str = "pgref"
+    """the W&B project of --track"""
+    wandb_entity: str | None = None
+    """the W&B team or user of --track (by default, your own)"""
+
+
+def fail(message):
+    """Stop with a one-line error and exit code 1."""
+    raise SystemExit(f"{SCRIPT}.py: error: {message}")
+
+
+def check_args(args):
+    """Refuse a bad setup in one line that names the failed check, before anything is built;
+    warn of what may go wrong."""
+    if args.cuda and not torch.cuda.is_available():
+        fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
+    for flag, module in (("capture_video", "moviepy"), ("track", "wandb")):
+        if getattr(args, flag) and not importlib.util.find_spec(module):
+            fail(f"--{flag.replace('_', '-')} needs {module}: pip install {module}")
+    if args.capture_video and sys.platform == "linux":  # render with no display (MuJoCo, pygame)
+        os.environ.setdefault("MUJOCO_GL", "egl")
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    may_be_0 = "seed gamma gae_lambda ent_coef vf_coef checkpoint_every eval_episodes eval_seed"
+    for name, value in asdict(args).items():  # type, not isinstance: a bool is no number here
+        zero = name in may_be_0.split()
+        if type(value) in (int, float) and not (0 < value < np.inf or zero and value == 0):
+            fail(f"--{name.replace('_', '-')} must be finite and {'>= 0' if zero else 'positive'}"
+                 f", not {value}")
+        if name in ("gamma", "gae_lambda") and value > 1:
+            fail(f"--{name.replace('_', '-')} must lie in [0, 1]")
+    batch_size = args.num_envs * args.num_steps
+    if batch_size > args.total_timesteps:
+        fail(f"--total-timesteps {args.total_timesteps} is less than one batch of --num-envs × "
+             f"--num-steps = {batch_size} steps")
+    if args.num_envs % args.num_minibatches:  # a minibatch holds whole env sequences
+        fail(f"--num-minibatches {args.num_minibatches} does not divide --num-envs "
+             f"{args.num_envs}")
+    if args.norm_adv and batch_size < 2 * args.num_minibatches:  # the std of one number: NaN
+        fail(f"--norm-adv needs minibatches of 2 steps or more, not {batch_size} // "
+             f"{args.num_minibatches}: fewer --num-minibatches, or --no-norm-adv")
+    try:
+        env = make_env(args.env_id)
+    except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why
+        fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
+    # From here on, DeprecationWarnings are ignored: Gymnasium's for an old env was said above.
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+        fail(f"{args.env_id} has observations {space}; the script takes vectors: " + (
+            "images are out of its scope" if isinstance(space, gym.spaces.Box) else "in make_env, "
+            "wrap the env in gym.wrappers.FlattenObservation(env)"))
+    space = env.action_space
+    if isinstance(space, gym.spaces.Discrete) and space.start != 0:
+        fail(f"{args.env_id} has actions {space}; the script needs them to start at 0: in "
+             f"make_env, wrap the env in gym.wrappers.TransformAction(env, lambda a: a + "
+             f"{space.start}, gym.spaces.Discrete({space.n}))")
+    if not isinstance(space, gym.spaces.Box | gym.spaces.Discrete) or len(space.shape) > 1:
+        fail(f"{args.env_id} has actions {space}, which no pgref script takes: this one needs "
+             "Discrete(n) or a flat Box")
+    if getattr(env.spec, "max_episode_steps", None) is None:
+        print(f"warning: {args.env_id} has no time limit, so an episode may never end and give "
+              "no return; in make_env, give it one: gym.make(env_id, max_episode_steps=1000)",
+              file=sys.stderr)
+
+
+class EnvGuard(gym.vector.VectorWrapper):
+    """Stops the run (FloatingPointError) at the step where the env returns a NaN or inf
+    observation or reward, before `train` stores it."""
+
+    def step(self, actions):
+        out = obs, rewards, _, _, infos = self.env.step(actions)
+        for culprit, values in ("observation", [obs, *infos.get("final_obs", [])]), (
+                "reward", [rewards]):
+            if not all(v is None or np.isfinite(v).all() for v in values):
+                raise FloatingPointError(f"the env returned a NaN or inf {culprit} in a rollout, "
+                                         "and needs fixing")
+        return out
+
+
+def write(content, path):
+    """torch.save `content` to `path` in an envelope: the FORMAT and the SHA-256 of the content's
+    bytes, so that `load` can tell a file cut short or changed. Written under another name, then
+    renamed: a kill during the write leaves the last file whole."""
+    data = io.BytesIO()
+    torch.save(content, data)
+    data = data.getvalue()
+    torch.save({"format": FORMAT, "sha256": hashlib.sha256(data).hexdigest(), "content": data},
+               path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def load(path, resume):
+    """The checkpoint.pt (`resume`) or model.pt of a run of this script, on the CPU, or a
+    one-line refusal that says what is wrong with the file. A checkpoint holds pickled objects,
+    and unpickling runs code: resume only runs of your own. model.pt holds tensors, numbers and
+    strings, safe to load."""
+    if not os.path.isfile(path):
+        fail(f"{path}: No such file or directory")
+    try:  # a checkpoint of format 1 holds pickled objects outside an envelope
+        box = torch.load(path, weights_only=not resume)
+    except Exception:
+        fail(f"{path} is corrupt or truncated: torch.load cannot read it")
+    if box.get("format", 1) != FORMAT:  # files without one are format 1, pgref 0.1.0's
+        fail(f"{path} has file format {box.get('format', 1)}, and {SCRIPT}.py reads format "
+             f"{FORMAT}: use the pgref release that wrote it (CHANGELOG.md), or train again")
+    if hashlib.sha256(box["content"]).hexdigest() != box["sha256"]:
+        fail(f"{path} changed since it was written: its SHA-256 is not the one saved with it")
+    try:
+        saved = torch.load(io.BytesIO(box["content"]), weights_only=not resume,
+                           map_location=None if resume else "cpu")
+        if saved["script"] == SCRIPT and ("state" in saved) == resume:
+            return saved
+    except Exception:  # a pickle weights_only refuses, another script's classes
+        pass
+    fail(f"{path} is no {'checkpoint' if resume else 'model'}.pt of {SCRIPT}.py: --resume takes "
+         "<run>/checkpoint.pt, --eval-checkpoint <run>/model.pt (--save-model), each from a run "
+         "of the script given it")
+
+
+def evaluate(agent, args, folder):
+    """Play --eval-episodes episodes, each cut at 10,000 steps at most and filmed into
+    <folder>/videos with --capture-video; print and return their returns. The agent acts through
+    `greedy_action` alone, its memory reset at each episode's start; a Box action is clipped to
+    the env's bounds."""
+    video = {"render_mode": "rgb_array"} if args.capture_video else {}
+    env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
+    if args.capture_video:
+        env = gym.wrappers.RecordVideo(env, f"{folder}/videos", lambda _: True)
+    if isinstance(env.action_space, gym.spaces.Box):  # a mean may lie outside the bounds
+        env = gym.wrappers.ClipAction(env)
+    env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # keeps every return
+    seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
+    for episode in range(args.eval_episodes):
+        obs, _ = env.reset(seed=seed if episode == 0 else None)  # the first seed fixes them all
+        done, memory = False, None
+        while not done:
+            action, memory = agent.greedy_action(obs, memory)
+            obs, _, terminated, truncated, _ = env.step(action)
+            done = terminated or truncated
+    env.close()
+    print(f"{args.env_id}: mean return {np.mean(env.return_queue):.2f} ± "
+          f"{np.std(env.return_queue):.2f} over {args.eval_episodes} episodes (seed {seed})")
+    return np.ravel(env.return_queue).tolist()  # floats (a reward may be an array of one)
+
+
+def load_agent(path, args=None):
+    """The Agent saved in a model.pt (--save-model), for code of your own
+    (docs/usage.md, "Long runs"); `args` are the flags to build it with, by default those saved
+    with it. Act with `agent.greedy_action(obs, memory)`. model.pt's content holds "script",
+    "model" (the state_dict), "args" (the flags, a dict) and "global_step"."""
+    saved = load(path, resume=False)
+    args = args or RunArgs(**saved["args"])
+    env = make_env(args.env_id)
+    agent = Agent(env.observation_space.shape[0], env.action_space, args.hidden_size,
+                  args.norm_obs)  # the observation statistics load too
+    agent.load_state_dict(saved["model"])
+    return agent
+
+
+def interrupted(folder, when):
+    """Exit with 130, the shell's code for Ctrl-C, and one line that says what is on disk. In
+    training, model.pt is written only beside a checkpoint.pt, which --resume goes on from."""
+    on_disk = sorted(glob.glob(f"{folder}/*.pt"))  # checkpoint.pt, then model.pt
+    print(f"{SCRIPT}.py: interrupted {when}; " + (
+        f"--resume {on_disk[0]} goes on from its last checkpoint" if when == "in training"
+        and on_disk else f"saved: {' and '.join(on_disk) or 'nothing'}"), file=sys.stderr)
+    raise SystemExit(130)
+
+
+def main(args: RunArgs | None = None) -> dict:
+    """Train, with the tooling around `train`; go on with the run of a --resume checkpoint; or
+    evaluate the policy of an --eval-checkpoint model.pt. Flags not given take the values saved
+    in the file. With --resume, a flag of `Args` that differs from the run's is refused, but for
+    --total-timesteps: a larger one extends the run. With --eval-checkpoint, one that changes
+    what the model means is refused (all of `Args` but --env-id, --seed, --num-threads, --cuda).
+    `args`: from code of one's own (where the fields that differ from their defaults count as
+    given), or else the command line. Returns `train`'s state with the run's folder (run_dir)
+    and eval_returns; with --eval-checkpoint, only eval_returns."""
+    cli, args = args is None, args or tyro.cli(RunArgs)
+    path = args.resume or args.eval_checkpoint
+    saved = path and load(path, resume=bool(args.resume))
+    if saved:  # the file's flags, but for those given (not its own --resume or --eval-checkpoint)
+        old = dict(saved["args"], resume=None, eval_checkpoint=None)
+        args = (tyro.cli(RunArgs, default=RunArgs(**old)) if cli else RunArgs(
+            **{k: old[k] if v == getattr(RunArgs, k) else v for k, v in asdict(args).items()}))
+        allowed = ["total_timesteps"] if args.resume else ["env_id", "seed", "num_threads", "cuda"]
+        for name in [f.name for f in fields(Args) if getattr(args, f.name) != old[f.name]]:
+            if name not in allowed:  # the model's meaning (--eval-checkpoint) or the run's
+                fail(f"{'--resume' if args.resume else '--eval-checkpoint'} takes the flags the "
+                     f"file was trained with: leave out --{name.replace('_', '-')}")
+    check_args(args)
+    if args.eval_checkpoint:
+        try:
+            return {"eval_returns": evaluate(load_agent(path, args), args, os.path.dirname(path))}
+        except RuntimeError as error:  # weights that do not fit: torch's line, its first misfit
+            first = " ".join(str(error).split("\n\t")[:2])
+            fail(f"--eval-checkpoint {path}: {first}")
+
+    # The run's folder: its own, even where another run took its name; a resumed run reopens its
+    # checkpoint's, where TensorBoard drops what was logged after the checkpoint (logged again).
+    # The env id without the module of module:EnvId: no ':' in a folder name.
+    name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    folder = os.path.dirname(os.path.abspath(path)) if saved else f"{args.log_dir}/{name}"
+    try:
+        os.makedirs(folder, exist_ok=bool(saved))
+    except FileExistsError:  # a run started in the same second
+        folder = tempfile.mkdtemp(prefix=name + "_", dir=args.log_dir)
+    if args.track:  # before the writer: W&B mirrors what it writes
+        import wandb
+        name = os.path.basename(folder)
+        wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name, id=name,
+                   config=asdict(args), resume="allow", dir=folder, sync_tensorboard=True)
+    writer = SummaryWriter(folder, purge_step=saved and saved["state"]["global_step"] + 1)
+    updates = 0
+
+    def hook(state, losses=None):
+        """`train`'s hook. At its start (no `losses`): put the --resume checkpoint's state in
+        place of the new one, by name, guard the envs, and return the state to go on with. After
+        each update: stop on a NaN or inf loss or weight, warn of a collapsed policy, and save
+        every --checkpoint-every updates."""
+        nonlocal updates
+        if losses is None:
+            differ = saved and (set(state) ^ set(saved["state"])) - {"envs", "next_obs"}
+            if differ:  # (the envs may be left out: see `save`)
+                fail(f"--resume: the names {sorted(differ)} are in one of {path} and train's "
+                     "state(), not in both: resume with the code that wrote it")
+            state.update(saved["state"] if saved else {})
+            if saved and "envs" not in saved["state"]:  # envs not saved (see `save`)
+                print(f"note: {args.env_id} cannot be saved mid-episode, so the run goes on with "
+                      "new episodes, not exactly as if never stopped", file=sys.stderr)
+            state["envs"] = EnvGuard(state["envs"])
+            return state
+        weights = nn.utils.parameters_to_vector(state["agent"].parameters()).detach()
+        if not np.isfinite(sum(losses.values()) + weights.sum().item()):
+            raise FloatingPointError("a loss or weight became NaN or inf in an update: a learning "
+                                     "rate too large? rewards of huge scale?")
+        # A collapse: the policy moved more than 1 nat of KL in one update, where healthy
+        # updates move 0.001 to 0.1. `get`: a statistic renamed in `train` turns the check off
+        # and never breaks the run.
+        if losses.get("approx_kl", 0) > 1:
+            print(f"warning: the policy collapsed at step {state['global_step']:,}: a KL of "
+                  f"{losses['approx_kl']:.3g} nats in one update (entropy now "
+                  f"{losses.get('entropy', np.nan):.3g}); a --learning-rate too large?",
+                  file=sys.stderr)
+        updates += 1
+        if args.checkpoint_every and updates % args.checkpoint_every == 0:
+            save(state)
+
+    def save(state):
+        """Write model.pt (with --save-model) and checkpoint.pt (with --checkpoint-every), and
+        flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags. Box2D
+        and MuJoCo envs pickle as the arguments that made them (EzPickle), not their state, and
+        some envs do not pickle at all (a lambda in a wrapper): those envs and their
+        observations are left out, and a resumed run begins new episodes."""
+        writer.flush()
+        if args.save_model:  # only tensors, numbers, strings: safe to load
+            write({"script": SCRIPT, "model": state["agent"].state_dict(), "args": asdict(args),
+                   "global_step": state["global_step"]}, f"{folder}/model.pt")
+        if not args.checkpoint_every:
+            return
+        envs = state["envs"].env  # without the EnvGuard
+        without_envs = {k: v for k, v in state.items() if k not in ("envs", "next_obs")}
+        exact = not isinstance(envs.unwrapped.envs[0].unwrapped, gym.utils.EzPickle)
+        for kept in [dict(state, envs=envs)] * exact + [without_envs]:
+            try:  # without the envs where they do not pickle
+                return write({"script": SCRIPT, "args": asdict(args), "state": kept},
+                             f"{folder}/checkpoint.pt")
+            except Exception as error:  # an object that does not pickle: a lambda, a local class
+                failure = error
+        args.checkpoint_every = 0  # said once: the run goes on without checkpoints
+        print(f"warning: no checkpoint: {failure}", file=sys.stderr)
+
+    # A guard rail or a Ctrl-C stops the run at once: its checkpoint.pt and model.pt are those of
+    # its last checkpoint, if any (whose weights are finite); its logs reach at least that far, and
+    # a --resume drops what was logged after it. After training, the files are written (as
+    # --checkpoint-every and --save-model ask), and the policy is evaluated.
+    try:
+        state = train(args, writer, hook)
+    except FloatingPointError as error:
+        fail(f"{args.env_id}: {error} (the last checkpoint keeps the weights before it, if any)")
+    except KeyboardInterrupt:
+        interrupted(folder, "in training")
+    if saved and not updates:
+        fail(f"--resume: the run has trained its {state['global_step']:,} steps; give a larger "
+             "--total-timesteps")
+    try:
+        save(state)
+        if args.save_model:
+            print(f"model saved to {folder}/model.pt")
+        eval_returns = evaluate(state["agent"].cpu(), args, folder) if args.eval_episodes else []
+    except KeyboardInterrupt:
+        interrupted(folder, "after training (saving or evaluating)")
+    for episode_return in eval_returns:  # at the step of the policy evaluated
+        writer.add_scalar("eval/episodic_return", episode_return, state["global_step"])
+    writer.close()
+    return dict(state, run_dir=folder, eval_returns=eval_returns)
+
+
+if __name__ == "__main__":
+    # Run as the module named after the file, not as __main__: a checkpoint then names this
+    # file's classes by the file's name, and code of one's own that imports the script loads it.
+    try:
+        importlib.import_module(SCRIPT).main()
+    except KeyboardInterrupt:  # a Ctrl-C outside `train` and the evaluation: nothing was written
+        print(f"{SCRIPT}.py: interrupted: nothing was saved", file=sys.stderr)
+        raise SystemExit(130) from None
