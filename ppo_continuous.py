@@ -212,9 +212,9 @@ class Agent(nn.Module):
 
     def greedy_action(self, obs, memory=None):
         """The mean μ_θ(s) for one observation (obs_dim,), not yet clipped to the bounds, and the
-        memory the next call takes (none: this policy has no memory). The tooling (evaluation,
-        load_agent) uses the agent through this method alone, so Agent's layers may change
-        without changing it. The observation is normalised with the frozen statistics."""
+        memory the next call takes (none: this policy has no memory). Evaluation acts through
+        this method alone, and the rest of the tooling uses only the constructor and nn.Module's
+        own methods, never the layers. The observation is normalised with the frozen statistics."""
         x = torch.as_tensor(self.normalize_obs(obs, update=False), dtype=torch.float32)
         return self.actor(x).detach().numpy(), None
 
@@ -544,6 +544,7 @@ import hashlib
 import importlib.util
 import io
 import os
+import pickle
 import sys
 import tempfile
 import warnings
@@ -664,18 +665,21 @@ def write(content, path):
 
 
 def load(path, resume):
-    """The checkpoint.pt (`resume`) or model.pt of a run of this script, on the CPU, or a
+    """The checkpoint.pt (`resume`) or model.pt (on the CPU) of a run of this script, or a
     one-line refusal that says what is wrong with the file. A checkpoint holds pickled objects,
     and unpickling runs code: resume only runs of your own. model.pt holds tensors, numbers and
     strings, safe to load."""
     if not os.path.isfile(path):
         fail(f"{path}: No such file or directory")
-    try:  # a checkpoint of format 1 holds pickled objects outside an envelope
+    try:
         box = torch.load(path, weights_only=not resume)
+    except pickle.UnpicklingError:  # objects that weights_only refuses: format 1's checkpoint.pt
+        box = {}
     except Exception:
         fail(f"{path} is corrupt or truncated: torch.load cannot read it")
-    if box.get("format", 1) != FORMAT:  # files without one are format 1, pgref 0.1.0's
-        fail(f"{path} has file format {box.get('format', 1)}, and {SCRIPT}.py reads format "
+    version = box.get("format", 1) if isinstance(box, dict) else "unknown"  # 1: pgref 0.1.0's
+    if version != FORMAT:
+        fail(f"{path} has file format {version}, and {SCRIPT}.py reads format "
              f"{FORMAT}: use the pgref release that wrote it (CHANGELOG.md), or train again")
     if hashlib.sha256(box["content"]).hexdigest() != box["sha256"]:
         fail(f"{path} changed since it was written: its SHA-256 is not the one saved with it")
@@ -732,12 +736,13 @@ def load_agent(path, args=None):
 
 
 def interrupted(folder, when):
-    """Exit with 130, the shell's code for Ctrl-C, and one line that says what is on disk. In
-    training, model.pt is written only beside a checkpoint.pt, which --resume goes on from."""
+    """Exit with 130, the shell's code for Ctrl-C, and one line that says what is on disk: in
+    training, the --resume command where a checkpoint.pt exists."""
     on_disk = sorted(glob.glob(f"{folder}/*.pt"))  # checkpoint.pt, then model.pt
+    resume = when == "in training" and os.path.isfile(f"{folder}/checkpoint.pt")
     print(f"{SCRIPT}.py: interrupted {when}; " + (
-        f"--resume {on_disk[0]} goes on from its last checkpoint" if when == "in training"
-        and on_disk else f"saved: {' and '.join(on_disk) or 'nothing'}"), file=sys.stderr)
+        f"--resume {folder}/checkpoint.pt goes on from its last checkpoint" if resume
+        else f"saved: {' and '.join(on_disk) or 'nothing'}"), file=sys.stderr)
     raise SystemExit(130)
 
 
@@ -808,13 +813,13 @@ def main(args: RunArgs | None = None) -> dict:
         if not np.isfinite(sum(losses.values()) + weights.sum().item()):
             raise FloatingPointError("a loss or weight became NaN or inf in an update: a learning "
                                      "rate too large? rewards of huge scale?")
-        # A collapse: the policy moved more than 1 nat of KL in one update, where healthy
-        # updates move 0.001 to 0.1. `get`: a statistic renamed in `train` turns the check off
-        # and never breaks the run.
+        # A collapse: the update's logged KL estimate (approx_kl) is above 1 nat, far above the
+        # 0.01 to 0.05 that --target-kl typically allows. `get`: a statistic renamed in `train`
+        # turns the check off and never breaks the run.
         if losses.get("approx_kl", 0) > 1:
             print(f"warning: the policy collapsed at step {state['global_step']:,}: a KL of "
                   f"{losses['approx_kl']:.3g} nats in one update (entropy now "
-                  f"{losses.get('entropy', np.nan):.3g}); a --learning-rate too large?",
+                  f"{losses.get('entropy', np.nan):.3g}); a step size too large?",
                   file=sys.stderr)
         updates += 1
         if args.checkpoint_every and updates % args.checkpoint_every == 0:
@@ -875,6 +880,6 @@ if __name__ == "__main__":
     # file's classes by the file's name, and code of one's own that imports the script loads it.
     try:
         importlib.import_module(SCRIPT).main()
-    except KeyboardInterrupt:  # a Ctrl-C outside `train` and the evaluation: nothing was written
-        print(f"{SCRIPT}.py: interrupted: nothing was saved", file=sys.stderr)
+    except KeyboardInterrupt:  # before training, or in an --eval-checkpoint evaluation
+        print(f"{SCRIPT}.py: interrupted: no model.pt or checkpoint.pt was saved", file=sys.stderr)
         raise SystemExit(130) from None

@@ -42,8 +42,7 @@ the episode. That idea brings four changes to the loop.
 The defaults are RL Zoo's for CartPoleNoVel-v1 (hyperparams/ppo_lstm.yml), with the differences
 said in `Args`. As in RL Zoo, observations are normalised as in ppo_continuous.py and rewards
 are not. On CartPoleNoVel-v1 after 100k steps, seeds 1-3, the greedy evaluation's mean return is
-398, 491 and 500, and the last 20 training episodes' is 305, 481 and 160 (feed-forward
-ppo_discrete.py: about 42).
+in benchmarks/RESULTS.md, beside feed-forward ppo_discrete.py on the same env.
 
 Sources. Hausknecht and Stone (2015), "Deep recurrent Q-learning for partially observable MDPs"
 (arXiv:1507.06527), train an LSTM on replayed sequences in two ways. Sequential updates replay
@@ -85,8 +84,8 @@ class Args:
     """Gymnasium env with Discrete or Box actions; module:EnvId for an env of your own"""
     hidden_size: int = 64
     """H, units of each LSTM and of the hidden layer of each head (RL Zoo: 64)"""
-    total_timesteps: int = 100_000
-    """environment steps to train for, summed over all envs (RL Zoo: 100k)"""
+    total_timesteps: int = 99_840
+    """environment steps to train for, summed over all envs (390 batches of 256; RL Zoo: 100k)"""
     learning_rate: float = 1e-3
     """Adam step size α of actor and critic (RL Zoo: 1e-3, decayed linearly)"""
     anneal_lr: bool = True
@@ -215,14 +214,12 @@ class Agent(nn.Module):
     Categorical (Discrete actions) or the mean of a diagonal Gaussian (Box actions), as in vpg.py.
     Two LSTMs, not one shared: RL Zoo's setting (enable_critic_lstm) and separate networks as in
     ppo_discrete.py (core detail 13). Every layer keeps PyTorch's initialisation, not the
-    orthogonal one of ppo_discrete.py: RL Zoo's setting (ortho_init=False), which learned
-    CartPoleNoVel-v1 better here (seed 1, last 20 training episodes at 100k steps: 305, against
-    181 with orthogonal initialisation and tanh).
+    orthogonal one of ppo_discrete.py: RL Zoo's setting (ortho_init=False).
 
     The recurrent state of B envs is one tensor (B, 4H): the actor LSTM's h and c, then the
     critic's. One tensor is stored, indexed by env and reset by one product.
 
-    The tooling calls the agent only through `greedy_action`, so changing its layers needs no
+    Evaluation acts only through `greedy_action`, so changing the layers needs no
     tooling change."""
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64,
@@ -322,11 +319,11 @@ class Agent(nn.Module):
         entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
         return action, logprob, entropy, value, state
 
-    def greedy_action(self, obs: np.ndarray, state: torch.Tensor | None = None):
-        """One observation (obs_dim,) and the state after the episode's last step (None at the
-        episode's start) -> the most likely action (an int, Discrete) or the mean action (an
-        array, Box, not clipped), and the state after this step (1, 4H)."""
-        state = self.initial_state(1) if state is None else state
+    def greedy_action(self, obs: np.ndarray, memory: torch.Tensor | None = None):
+        """One observation (obs_dim,) and the memory, the state after the episode's last step
+        (None at the episode's start) -> the most likely action (an int, Discrete) or the mean
+        action (an array, Box, not clipped), and the state after this step (1, 4H)."""
+        state = self.initial_state(1) if memory is None else memory
         obs = self.normalize_obs(obs, update=False)  # (obs_dim,), with the frozen statistics
         obs = torch.as_tensor(obs, dtype=torch.float32)[None, None]  # (T, B, obs_dim) = (1, 1, ·)
         actor_out, _, state = self.unroll(obs, state, torch.zeros(1, 1))
@@ -624,6 +621,7 @@ import hashlib
 import importlib.util
 import io
 import os
+import pickle
 import sys
 import tempfile
 import warnings
@@ -747,18 +745,21 @@ def write(content, path):
 
 
 def load(path, resume):
-    """The checkpoint.pt (`resume`) or model.pt of a run of this script, on the CPU, or a
+    """The checkpoint.pt (`resume`) or model.pt (on the CPU) of a run of this script, or a
     one-line refusal that says what is wrong with the file. A checkpoint holds pickled objects,
     and unpickling runs code: resume only runs of your own. model.pt holds tensors, numbers and
     strings, safe to load."""
     if not os.path.isfile(path):
         fail(f"{path}: No such file or directory")
-    try:  # a checkpoint of format 1 holds pickled objects outside an envelope
+    try:
         box = torch.load(path, weights_only=not resume)
+    except pickle.UnpicklingError:  # objects that weights_only refuses: format 1's checkpoint.pt
+        box = {}
     except Exception:
         fail(f"{path} is corrupt or truncated: torch.load cannot read it")
-    if box.get("format", 1) != FORMAT:  # files without one are format 1, pgref 0.1.0's
-        fail(f"{path} has file format {box.get('format', 1)}, and {SCRIPT}.py reads format "
+    version = box.get("format", 1) if isinstance(box, dict) else "unknown"  # 1: pgref 0.1.0's
+    if version != FORMAT:
+        fail(f"{path} has file format {version}, and {SCRIPT}.py reads format "
              f"{FORMAT}: use the pgref release that wrote it (CHANGELOG.md), or train again")
     if hashlib.sha256(box["content"]).hexdigest() != box["sha256"]:
         fail(f"{path} changed since it was written: its SHA-256 is not the one saved with it")
@@ -815,12 +816,13 @@ def load_agent(path, args=None):
 
 
 def interrupted(folder, when):
-    """Exit with 130, the shell's code for Ctrl-C, and one line that says what is on disk. In
-    training, model.pt is written only beside a checkpoint.pt, which --resume goes on from."""
+    """Exit with 130, the shell's code for Ctrl-C, and one line that says what is on disk: in
+    training, the --resume command where a checkpoint.pt exists."""
     on_disk = sorted(glob.glob(f"{folder}/*.pt"))  # checkpoint.pt, then model.pt
+    resume = when == "in training" and os.path.isfile(f"{folder}/checkpoint.pt")
     print(f"{SCRIPT}.py: interrupted {when}; " + (
-        f"--resume {on_disk[0]} goes on from its last checkpoint" if when == "in training"
-        and on_disk else f"saved: {' and '.join(on_disk) or 'nothing'}"), file=sys.stderr)
+        f"--resume {folder}/checkpoint.pt goes on from its last checkpoint" if resume
+        else f"saved: {' and '.join(on_disk) or 'nothing'}"), file=sys.stderr)
     raise SystemExit(130)
 
 
@@ -891,13 +893,13 @@ def main(args: RunArgs | None = None) -> dict:
         if not np.isfinite(sum(losses.values()) + weights.sum().item()):
             raise FloatingPointError("a loss or weight became NaN or inf in an update: a learning "
                                      "rate too large? rewards of huge scale?")
-        # A collapse: the policy moved more than 1 nat of KL in one update, where healthy
-        # updates move 0.001 to 0.1. `get`: a statistic renamed in `train` turns the check off
-        # and never breaks the run.
+        # A collapse: the update's logged KL estimate (approx_kl) is above 1 nat, far above the
+        # 0.01 to 0.05 that --target-kl typically allows. `get`: a statistic renamed in `train`
+        # turns the check off and never breaks the run.
         if losses.get("approx_kl", 0) > 1:
             print(f"warning: the policy collapsed at step {state['global_step']:,}: a KL of "
                   f"{losses['approx_kl']:.3g} nats in one update (entropy now "
-                  f"{losses.get('entropy', np.nan):.3g}); a --learning-rate too large?",
+                  f"{losses.get('entropy', np.nan):.3g}); a step size too large?",
                   file=sys.stderr)
         updates += 1
         if args.checkpoint_every and updates % args.checkpoint_every == 0:
@@ -958,6 +960,6 @@ if __name__ == "__main__":
     # file's classes by the file's name, and code of one's own that imports the script loads it.
     try:
         importlib.import_module(SCRIPT).main()
-    except KeyboardInterrupt:  # a Ctrl-C outside `train` and the evaluation: nothing was written
-        print(f"{SCRIPT}.py: interrupted: nothing was saved", file=sys.stderr)
+    except KeyboardInterrupt:  # before training, or in an --eval-checkpoint evaluation
+        print(f"{SCRIPT}.py: interrupted: no model.pt or checkpoint.pt was saved", file=sys.stderr)
         raise SystemExit(130) from None

@@ -136,6 +136,21 @@ SUITES["side-by-side"] = [
         ("cleanrl_ppo_continuous_action", env_id, [], [seed]), ("ppo_continuous", env_id, [], [seed]))
 ] + [("ppo_continuous", "HalfCheetah-v4", [DETAILS[0]], [seed], DETAILS[0][2:]) for seed in range(1, 11)]
 
+# Memory (issue 57): ppo_recurrent.py at its defaults (RL Zoo's CartPoleNoVel-v1 settings, 99,840
+# steps) on CartPoleNoVel-v1, and the feed-forward ppo_discrete.py on the same env and budget, so
+# that the table shows what memory buys. ppo_discrete.py makes the env through ppo_recurrent.py,
+# which registers it (module:EnvId). The other NoVel envs need their own RL Zoo settings: to come.
+SUITES["recurrent"] = [
+    ("ppo_recurrent", "CartPoleNoVel-v1", [], FIVE_SEEDS),
+    ("ppo_discrete", "ppo_recurrent:CartPoleNoVel-v1", ["--total-timesteps", "99840"], FIVE_SEEDS),
+]
+
+# RL Zoo's RecurrentPPO (sb3-contrib, RL Zoo's tuned settings; rl-baselines3-zoo benchmark.md): one
+# trained agent each, deterministic evaluation. Its Pendulum and MountainCar settings use gSDE,
+# which ppo_recurrent.py does not have.
+RL_ZOO_RECURRENT = {"CartPoleNoVel-v1": "500.0 ± 0.0 at 100k", "PendulumNoVel-v1": "-217.9 ± 140.1 at 100k (gSDE)",
+                    "MountainCarContinuousNoVel-v0": "91.5 ± 1.8 at 300k (gSDE)"}
+
 # Published figures to print beside ours (see RESULTS.md for the metric of each source).
 REFERENCES = {
     ("ppo_discrete", "CartPole-v1"): "CleanRL ppo.py 490.04 ± 6.12 at 500k (last-100 training mean, 3 seeds)",

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from presets import CLEANRL_MUJOCO2, CLEANRL_V4, FIGURE3_ENVS, PPO_PAPER_FIGURE3, REFERENCES, SUITES  # noqa: E402
+from presets import CLEANRL_MUJOCO2, CLEANRL_V4, FIGURE3_ENVS, PPO_PAPER_FIGURE3, REFERENCES, RL_ZOO_RECURRENT, SUITES  # noqa: E402
 from run import DEFAULT_OUT, load_results, matrix  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -387,6 +387,41 @@ def reinforce_rollout_section(results: list[dict]) -> list[str]:
         "rerun.")
 
 
+def recurrent_section(results: list[dict]) -> list[str]:
+    """ppo_recurrent.py on the NoVel envs (the recurrent suite), beside the feed-forward
+    ppo_discrete.py on the same env and budget and RL Zoo's RecurrentPPO."""
+    runs = [r for r in results if r["suite"] == "recurrent" and r["status"] == "ok"]
+    if not runs:
+        return []
+    lines = ["## Memory: `ppo_recurrent.py` on partially observed envs", "",
+             "The NoVel envs are Gymnasium's with the velocities in the observation set to 0 (`ppo_recurrent.py` "
+             "registers them). `ppo_recurrent.py` runs at its defaults, RL Zoo's CartPoleNoVel-v1 settings; the "
+             "feed-forward `ppo_discrete.py` runs at its own, on the same env and budget. Final return as above "
+             "(last 100 training episodes, mean ± std over seeds); greedy evaluation: the mean over seeds of each "
+             "run's mean over 10 greedy episodes. RL Zoo (rl-baselines3-zoo `benchmark.md`): one trained "
+             "RecurrentPPO agent, deterministic evaluation episodes.", "",
+             "| env | script | seeds | steps | final return | greedy evaluation | RL Zoo RecurrentPPO |",
+             "|---|---|---|---|---|---|---|"]
+    cells = defaultdict(list)
+    for r in runs:
+        cells[(r["env_id"].rpartition(":")[2], r["algo"])].append(r)
+    for (env_id, algo), cell in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1] != "ppo_recurrent")):
+        finals = [r["final_return"] for r in cell]
+        evals = [np.mean(r["eval_returns"]) for r in cell if r.get("eval_returns")]
+        seeds = ", ".join(str(r["seed"]) for r in sorted(cell, key=lambda r: r["seed"]))
+        greedy = f"{np.mean(evals):.1f} ± {np.std(evals):.1f}" if evals else "not recorded"
+        zoo = RL_ZOO_RECURRENT.get(env_id, "") if algo == "ppo_recurrent" else ""
+        lines.append(f"| {env_id} | `{algo}` | {seeds} | {cell[0]['total_timesteps']:,} | {np.mean(finals):.1f} ± "
+                     f"{np.std(finals):.1f} | {greedy} | {zoo} |")
+    lines += ["", "Per seed, final return / greedy evaluation:", ""]
+    for (env_id, algo), cell in sorted(cells.items()):
+        per_seed = ", ".join(f"{r['final_return']:.1f} / {np.mean(r['eval_returns']):.1f}"
+                             for r in sorted(cell, key=lambda r: r["seed"]))
+        lines.append(f"- {env_id}, `{algo}`: {per_seed}")
+    lines += ["", "```bash", "python benchmarks/run.py --suite recurrent --workers 1", "```", ""]
+    return lines
+
+
 def reference_runs() -> list[str]:
     """One line per peer's run kept in benchmarks/reference_runs/: its seeds' final returns and
     their mean ± std beside the peer's published figure."""
@@ -473,7 +508,8 @@ def main() -> None:
 
     results = load_results(args.out)
     write_ablations(results, args.out, args.ablations_md)
-    results = [r for r in results if not r.get("variant")]  # RESULTS.md: the defaults only
+    # RESULTS.md: our scripts' defaults only (the side-by-side suite's CleanRL runs are a peer's)
+    results = [r for r in results if not r.get("variant") and not r["algo"].startswith("cleanrl")]
     finished = [r for r in results if r["status"] == "ok"]
     cells = defaultdict(lambda: defaultdict(list))  # env -> algo -> runs
     for r in finished:
@@ -503,7 +539,7 @@ def main() -> None:
     lines += figure3(finished, args.out, args.results_md)
     everything = load_results(args.out)  # the variants too
     lines += (vpg_lr_section(everything) + mujoco2_section(everything) + cg_stop_section(everything)
-              + reinforce_rollout_section(everything))
+              + reinforce_rollout_section(everything) + recurrent_section(everything))
     for env_id in sorted(cells):
         png = args.out / f"{env_id}.png"
         plot_env(env_id, cells[env_id], png)

@@ -147,9 +147,9 @@ class Agent(nn.Module):
 
     def greedy_action(self, obs, memory=None):
         """The mean μ_θ(s) for one observation (obs_dim,), not yet clipped to the bounds, and the
-        memory the next call takes (none: this policy has no memory). The tooling (evaluation,
-        load_agent) uses the agent through this method alone, so Agent's layers may change
-        without changing it."""
+        memory the next call takes (none: this policy has no memory). Evaluation acts through
+        this method alone, and the rest of the tooling uses only the constructor and nn.Module's
+        own methods, never the layers."""
         x = torch.as_tensor(obs, dtype=torch.float32)
         return self.actor(x).detach().numpy(), None
 

@@ -139,8 +139,8 @@ class Agent(nn.Module):
     def greedy_action(self, obs, memory=None):
         """The greedy action for one observation (obs_dim,): the most likely one (Discrete) or the
         mean μ_θ(s) (Box, not yet clipped to the bounds), and the memory the next call takes (none:
-        this policy has no memory). The tooling (evaluation, load_agent) uses the agent through
-        this method alone, so Agent's layers may change without changing it."""
+        this policy has no memory). Evaluation acts through this method alone, and the rest of the
+        tooling uses only the constructor and nn.Module's own methods, never the layers."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 

@@ -157,6 +157,7 @@ SHORT_RUNS = {
     "vpg": dict(env_id="CartPole-v1", num_steps=256, vf_iters=5, total_timesteps=4096, eval_episodes=0),
     "trpo": dict(env_id="CartPole-v1", num_steps=256, vf_iters=5, total_timesteps=4096, eval_episodes=0),
     "reinforce": dict(env_id="CartPole-v1", batch_size=1000, total_timesteps=4096, eval_episodes=0),
+    "ppo_recurrent": dict(env_id="CartPoleNoVel-v1", total_timesteps=2048, eval_episodes=0),
 }
 SCRIPTS = sorted(SHORT_RUNS)  # module names
 PPO_SCRIPTS = ["ppo_continuous", "ppo_discrete"]

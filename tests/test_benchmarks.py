@@ -433,3 +433,33 @@ def test_report_compares_the_mujoco2_runs_and_the_cg_stop_runs_with_their_counte
     row = next(line for line in text.splitlines() if line.startswith("| CartPole-v1 | 5 of 5 |"))
     assert row.startswith("| CartPole-v1 | 5 of 5 | 500.0 ± 0.0 | 498.2 ± 2.2 | 3 | -1.8 [")
     assert "ddof 0" in text[:text.index("## Figure 3")]  # ± defined once, at the top
+
+
+def test_the_side_by_side_suite_runs_cleanrl_only_from_its_pinned_file(tmp_path, monkeypatch):
+    """CleanRL's script is not in this repository: run.py takes the file the user provides only if
+    its SHA-256 is that of the pinned commit's, and runs it from its own folder, with seeds 1-10
+    on both sides, seed by seed."""
+    bogus = tmp_path / "ppo_continuous_action.py"
+    bogus.write_text("print('not CleanRL')\n")
+    monkeypatch.setenv("CLEANRL_SOURCE", str(bogus))
+    with pytest.raises(SystemExit, match="is not CleanRL's cleanrl/ppo_continuous_action.py at 016ca33"):
+        run.cleanrl_script()
+    runs = run.matrix("side-by-side")
+    cleanrl = [r for r in runs if r["algo"] == run.CLEANRL]
+    ours = [r for r in runs if r["algo"] == "ppo_continuous" and not r["variant"]]
+    assert {(r["env_id"], r["seed"]) for r in cleanrl} == {(r["env_id"], r["seed"]) for r in ours}
+    assert {r["seed"] for r in cleanrl} == set(range(1, 11)) and len(cleanrl) == 30
+    assert [r["seed"] for r in runs[:6]] == [1] * 6  # seed by seed: a suite cut short is balanced
+    assert run.command(cleanrl[0])[:2] == ["python", "ppo_continuous_action.py"]
+
+
+def test_the_recurrent_section_shows_memory_beside_the_feed_forward_script():
+    def result(algo, env_id, seed, final, evals):
+        return {"suite": "recurrent", "status": "ok", "algo": algo, "env_id": env_id, "seed": seed,
+                "final_return": final, "eval_returns": evals, "total_timesteps": 99_840}
+
+    lines = report.recurrent_section([result("ppo_recurrent", "CartPoleNoVel-v1", 1, 300.0, [500.0]),
+                                      result("ppo_discrete", "ppo_recurrent:CartPoleNoVel-v1", 1, 40.0, [30.0])])
+    rows = [line for line in lines if line.startswith("| CartPoleNoVel-v1")]
+    assert rows[0].startswith("| CartPoleNoVel-v1 | `ppo_recurrent` | 1 | 99,840 | 300.0 ± 0.0 | 500.0 ± 0.0 | 500.0")
+    assert rows[1].startswith("| CartPoleNoVel-v1 | `ppo_discrete` | 1 | 99,840 | 40.0 ± 0.0 | 30.0 ± 0.0 |")

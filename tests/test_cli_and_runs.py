@@ -20,6 +20,7 @@ HELP_PHRASES = {
     "vpg.py": ["discount factor γ", "GAE λ", "Adam step size α of the policy", "steps on the critic"],
     "trpo.py": ["discount factor γ", "GAE λ", "δ, the trust region", "added to the Fisher matrix"],
     "reinforce.py": ["discount factor γ", "Adam step size α of the policy", "complete episodes"],
+    "ppo_recurrent.py": ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "minibatches per epoch"],
 }
 
 
@@ -106,7 +107,8 @@ OWN_TAGS = {"ppo_discrete": PPO_TAGS | {"losses/policy_loss"}, "ppo_continuous":
             "vpg": {"losses/policy_loss", "losses/value_loss", "losses/explained_variance"},
             "reinforce": {"losses/policy_loss", "charts/batch_fraction"},
             "trpo": {"losses/kl", "losses/backtracks", "losses/value_loss",
-                     "losses/explained_variance"}}
+                     "losses/explained_variance"},
+            "ppo_recurrent": PPO_TAGS | {"losses/policy_loss"}}
 
 
 def test_tensorboard_logs_every_tag(script, log_dir):

@@ -48,7 +48,7 @@ def test_the_cut_script_is_clean(name, tmp_path):
     out = subprocess.run([sys.executable, "-m", "ruff", "check", "--config", str(ROOT / "pyproject.toml"),
                           f"{name}.py"], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout
-    namespace = {}
+    namespace = {"__file__": str(tmp_path / f"{name}.py")}
     exec(compile(cut(name).replace('if __name__ == "__main__":', "if False:"), name, "exec"), namespace)
     flags = {"help"} | {field.replace("_", "-") for field in namespace["Args"].__dataclass_fields__}
     flags |= {"no-" + flag for flag in flags}

@@ -20,7 +20,7 @@ from conftest import PPO_SCRIPTS, SCRIPTS, _module, evaluate_checkpoint, read_sa
 
 # The kind of actions of the broken env each script is tried on.
 BROKEN_ENV_KIND = {"ppo_discrete": "Discrete", "ppo_continuous": "Continuous", "vpg": "Discrete",
-                   "reinforce": "Discrete", "trpo": "Continuous"}
+                   "reinforce": "Discrete", "trpo": "Continuous", "ppo_recurrent": "Discrete"}
 
 
 def stopped_run(module, log_dir, **overrides) -> tuple[str, str]:
@@ -86,6 +86,7 @@ DIVERGING = {  # a setup that makes each script's update non-finite in its first
     "vpg": dict(env_id="HugeRewardDiscrete-v0"),
     "trpo": dict(env_id="HugeRewardDiscrete-v0"),
     "reinforce": dict(env_id="HugeRewardDiscrete-v0"),
+    "ppo_recurrent": dict(env_id="HugeRewardDiscrete-v0"),
 }
 
 

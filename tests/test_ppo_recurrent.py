@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import test_cut
 import torch
-from conftest import TICK_LIMIT, kill_after_first_checkpoint, run_folder, run_script
+from conftest import TICK_LIMIT, kill_after_first_checkpoint, read_saved, run_folder, run_script
 from test_resume import cli, outcome
 
 import ppo_recurrent as rec
@@ -255,7 +255,7 @@ def test_a_killed_run_resumes_to_the_run_never_stopped(tmp_path):
     rec.main(rec.RunArgs(**flags, log_dir=str(tmp_path / "whole")))
     kill_after_first_checkpoint("ppo_recurrent.py", cli(flags), tmp_path / "killed")
     folder = run_folder(tmp_path / "killed")
-    saved = torch.load(f"{folder}/checkpoint.pt", weights_only=False)["state"]
+    saved = read_saved(f"{folder}/checkpoint.pt", weights_only=False)["state"]
     assert saved["global_step"] < SHORT["total_timesteps"] and saved["next_state"].abs().sum() > 0
     resumed = run_script("ppo_recurrent.py", f"--resume={folder}/checkpoint.pt")
     assert resumed.returncode == 0, resumed.stderr

@@ -10,8 +10,8 @@ import sys
 import time
 
 import gymnasium as gym
+import numpy as np
 import pytest
-import torch
 from conftest import ROOT, SCRIPTS, SHORT_RUNS, kill_after_first_checkpoint, read_saved, run_folder, run_script
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -61,13 +61,13 @@ def test_an_env_that_cannot_be_saved_resumes_with_new_episodes_and_says_so(tmp_p
 def test_resume_refuses_a_flag_that_would_change_the_run_and_prints_nothing_before(log_dir, capsys):
     import ppo_discrete as ppo
 
-    flags = dict(total_timesteps=600, log_dir=log_dir)  # not whole batches: a note, after the checks
+    flags = dict(total_timesteps=600, log_dir=log_dir)  # not whole batches: trains 512 steps
     checkpoint = f"{ppo.main(ppo.RunArgs(**flags, eval_episodes=0))['run_dir']}/checkpoint.pt"
     capsys.readouterr()
     message = "error: --resume takes the flags the file was trained with: leave out --learning-rate$"
     with pytest.raises(SystemExit, match=message):
         ppo.main(ppo.RunArgs(**flags, eval_episodes=0, resume=checkpoint, learning_rate=1e-3))
-    assert capsys.readouterr().err == ""  # no note before the refusal
+    assert capsys.readouterr().err == ""  # nothing printed before the refusal
     # flags that change nothing the run computes are taken, and a larger --total-timesteps
     resumed = ppo.main(ppo.RunArgs(log_dir=log_dir, resume=checkpoint, total_timesteps=1024, eval_episodes=1))
     assert resumed["global_step"] == 1024 and len(resumed["eval_returns"]) == 1
@@ -235,15 +235,21 @@ def test_track_without_wandb_is_refused_in_one_line(monkeypatch, capsys):
 
 
 def test_load_agent_gives_the_saved_policy_to_code_of_your_own(tmp_path):
-    lines, expected = [f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport torch"], []
+    """load_agent in a fresh process gives the agent that training ended with: the same greedy
+    actions through greedy_action, its memory carried from one step to the next."""
+    lines, expected = [f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport numpy as np"], []
+    act = ("def act(agent, obs):\n    first, memory = agent.greedy_action(obs, None)\n"
+           "    return [np.asarray(first).tolist(), np.asarray(agent.greedy_action(obs, memory)[0]).tolist()]")
+    exec(act, namespace := {"np": np})
     for name in SCRIPTS:
         module = __import__(name)
         result = module.main(module.RunArgs(**SHORT_RUNS[name], save_model=True, log_dir=str(tmp_path)))
-        obs = torch.linspace(-1, 1, result["agent"].actor[0].in_features)[None]  # (1, obs_dim)
-        expected.append(result["agent"].actor(obs).tolist())
-        lines += [f"from {name} import load_agent",
+        obs_dim = module.make_env(SHORT_RUNS[name]["env_id"]).observation_space.shape[0]
+        obs = np.linspace(-1, 1, obs_dim, dtype=np.float32)
+        expected.append(namespace["act"](result["agent"], obs))
+        lines += [act, f"from {name} import load_agent",
                   f"agent = load_agent({result['run_dir'] + '/model.pt'!r})",
-                  f"print(agent.actor(torch.tensor({obs.tolist()})).tolist())"]
+                  f"print(act(agent, np.array({obs.tolist()}, dtype=np.float32)))"]
     (tmp_path / "mine.py").write_text("\n".join(lines) + "\n")
     out = subprocess.run([sys.executable, "mine.py"], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr

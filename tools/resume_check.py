@@ -3,12 +3,14 @@
     python tools/resume_check.py ppo_discrete.py
     python tools/resume_check.py my_ppo.py --env-id CartPole-v1 --total-timesteps 8192
 
-It trains the script twice in this process, in temporary folders, with the flags given (and
---checkpoint-every 1, so that every update leaves a checkpoint). The first run goes through
+It trains the script twice in this process, in temporary folders, with the flags given (by
+default --total-timesteps 20000 --eval-episodes 2) and always --checkpoint-every 1, so that every
+update leaves a checkpoint. The first run goes through
 uninterrupted. The second is stopped by a Ctrl-C after half of its updates and then goes on with
 --resume from its last checkpoint. A script that resumes exactly ends both runs with the same
-bits: the same episodic returns, weights, optimiser state, loop state of `state()` and greedy
-evaluation. The check prints "resumes exactly", or the first difference, and exits with 0 or 1.
+bits: every value of `state()` but the envs (weights, optimiser state, episodic returns, ...)
+and the greedy evaluation. Objects it cannot read compare equal. The check prints "resumes
+exactly", or the first value where the runs part, and exits with 0 or 1.
 
 What it finds: state that the loop keeps but `state()` does not name (a target network, an EMA,
 a counter), which a resumed run restarts from its initial value; state that `state()` names but
