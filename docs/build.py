@@ -19,7 +19,8 @@ out: the notes never say again what the code column says. The imports are folded
 the tooling: everything from the banner `# --- tooling: ... ---` on is in a <details> that is
 closed until the reader opens it.
 
-Step pages (reinforce-to-vpg.html, ..., and vpg-to-ppo_discrete.html for a reader who skips TRPO)
+Step pages (reinforce-to-vpg.html, ..., vpg-to-ppo_discrete.html for a reader who skips TRPO, and
+ppo_discrete-to-ppo_recurrent.html for the branch off the reading order, BRANCHES)
 go step by step through the files in steps/ (SUBSTEPS): each step under the idea, or list of
 details, its docstring names, with the algorithm's lines it removes or adds and the differences of
 each definition above the tooling banner; then the tooling's differences, once. There a fraction
@@ -54,8 +55,11 @@ SCRIPTS = {  # in reading order
     "trpo": "TRPO: a natural-gradient step to the edge of a KL trust region, checked by a line search.",
     "ppo_discrete": "PPO-clip for discrete actions: many minibatch steps per batch on a clipped surrogate.",
     "ppo_continuous": "PPO-clip for continuous control (MuJoCo): a Gaussian policy, observation and reward normalisation.",
+    "ppo_recurrent": "PPO with memory: an LSTM policy and critic for partially observed envs such as CartPoleNoVel-v1.",
 }
-ORDER = list(SCRIPTS)
+# A script that branches off the reading order, and the script it changes: read after that one.
+BRANCHES = {"ppo_recurrent": "ppo_discrete"}
+ORDER = [name for name in SCRIPTS if name not in BRANCHES]  # the linear reading order
 # The sub-steps of a step of the reading order: files in steps/, each the algorithm part of a
 # script (what is above its tooling banner) changed from the file before it by what its docstring
 # names, in a paragraph "What changes from <file before>.py, one idea: <the idea>."
@@ -63,12 +67,13 @@ SUBSTEPS = {("reinforce", "vpg"): ["vpg_1_baseline", "vpg_2_rollout", "vpg_3_gae
             ("trpo", "ppo_discrete"): ["ppo_1_clip"],
             ("vpg", "ppo_discrete"): ["ppo_1_clip"],
             ("ppo_discrete", "ppo_continuous"): ["ppo_continuous_1_gaussian", "ppo_continuous_2_norm"]}
-# (from, to): the step pages; the last is for a reader who skips TRPO
-STEPS = list(itertools.pairwise(ORDER)) + [("vpg", "ppo_discrete")]
+# (from, to): the step pages; then one for a reader who skips TRPO, and one for each branch
+STEPS = list(itertools.pairwise(ORDER)) + [("vpg", "ppo_discrete")] + [(old, new) for new, old in BRANCHES.items()]
 # The definitions that make up the algorithm; a step page shows their differences first.
 ALGORITHM = ["layer_init", "mlp", "Agent", "compute_returns", "compute_gae", "reinforce_loss", "vpg_loss",
              "surrogate", "mean_kl", "flat_grad", "fisher_vector_product", "conjugate_gradient", "line_search",
-             "trpo_step", "value_loss", "ppo_loss", "RunningMeanStd", "RewardScaler", "train"]
+             "trpo_step", "value_loss", "ppo_loss", "RunningMeanStd", "RewardScaler", "zero_entries",
+             "make_no_velocity_env", "make_env", "make_vec_env", "head", "train"]
 # The definitions of the older file that a definition of the newer file can take the place of, for
 # the step pages: the first one that the older file has.
 REPLACES = {"compute_gae": ["compute_returns"], "vpg_loss": ["reinforce_loss"], "surrogate": ["vpg_loss"]}
@@ -438,7 +443,11 @@ def notes_starts_part(notes: list[str]) -> bool:
 
 
 def page_nav(name: str) -> str:
-    """Links to the previous and next page in the reading order, with the step pages between."""
+    """Links to the previous and next page in the reading order, with the step pages between; a
+    branch's page links back to the step page from the script it changes."""
+    if name in BRANCHES:
+        return (f'<nav class="pages"><a href="{BRANCHES[name]}-to-{name}.html">← what changed from '
+                f'{BRANCHES[name]}.py</a><a href="index.html">all scripts →</a></nav>')
     i = ORDER.index(name)
     back = (f'<a href="{ORDER[i - 1]}-to-{name}.html">← what changed from {ORDER[i - 1]}.py</a>' if i
             else '<a href="index.html">← all scripts</a>')
@@ -550,20 +559,20 @@ def diff_html(old: tuple[int, list[str]], new: tuple[int, list[str]], old_hl: li
 # first, then what feeds it, then the networks and the loop that use them.
 ALGORITHM_FIRST = ["reinforce_loss", "vpg_loss", "surrogate", "ppo_loss", "trpo_step", "mean_kl",
                    "fisher_vector_product", "conjugate_gradient", "line_search", "flat_grad", "value_loss",
-                   "compute_returns", "compute_gae", "RunningMeanStd", "RewardScaler", "Agent", "train", "mlp",
-                   "layer_init"]
+                   "compute_returns", "compute_gae", "RunningMeanStd", "RewardScaler", "Agent", "train", "head", "mlp",
+                   "layer_init", "zero_entries", "make_no_velocity_env"]
 
 
 def step_idea(old_name: str, new_name: str, doc: str) -> tuple[str, bool]:
     """What a step brings, which the newer file's docstring names in a paragraph "What changes
-    from X.py, one idea: Y." (then (Y, True)) or, for a step that is not one idea, "What changes
-    from X.py: Y." (then (Y, False)): the page's heading says it too, so that the course reads as
-    a list of ideas."""
+    from X.py, one idea: Y." or "What changes from X.py: one idea, Y." (then (Y, True)) or, for a
+    step that is not one idea, "What changes from X.py: Y." (then (Y, False)): the page's heading
+    says it too, so that the course reads as a list of ideas."""
     for paragraph in doc.split("\n\n"):
-        idea = re.match(rf"What changes from {re.escape(old_name)}\.py(, one idea)?: (.*?)\.(?: |$)",
+        idea = re.match(rf"What changes from {re.escape(old_name)}\.py(, one idea: |: one idea, |: )(.*?)\.(?: |$)",
                         " ".join(paragraph.split()))
         if idea:
-            return idea[2], bool(idea[1])
+            return idea[2], idea[1] != ": "
     raise ValueError(f"{file_of(new_name)}: no paragraph 'What changes from {old_name}.py' names its idea")
 
 
@@ -628,8 +637,26 @@ def step_text(text: str) -> str:
     for block in text.split("\n\n"):
         if block.startswith("    "):
             out += [docstring_equation(line) for line in block.split("\n") if line.strip()]
-        else:
-            out.append(f"<p>{prose(' '.join(block.split()))}</p>")
+            continue
+        # prose, and a list: a line "- item" opens an item, and a line indented by two spaces goes on with it
+        runs = []  # ("p" or "li", lines)
+        for line in block.split("\n"):
+            if line.startswith("- "):
+                runs.append(("li", [line[2:]]))
+            elif line.startswith("  ") and runs and runs[-1][0] == "li":
+                runs[-1][1].append(line)
+            elif runs and runs[-1][0] == "p":
+                runs[-1][1].append(line)
+            else:
+                runs.append(("p", [line]))
+        kinds = [kind for kind, _ in runs]
+        for k, (kind, lines) in enumerate(runs):
+            item = prose(" ".join(" ".join(lines).split()))
+            if kind == "p":
+                out.append(f"<p>{item}</p>")
+            else:  # the items next to each other are one list
+                out.append(("<ul>" if k == 0 or kinds[k - 1] != "li" else "") + f"<li>{item}</li>"
+                           + ("</ul>" if k + 1 == len(runs) or kinds[k + 1] != "li" else ""))
     return "".join(out)
 
 
@@ -678,10 +705,11 @@ def page(title: str, content: str) -> str:
 
 def index() -> str:
     items = []
-    for i, (name, text) in enumerate(SCRIPTS.items()):
-        if i:
-            items.append(f'<li class="step"><a href="{ORDER[i - 1]}-to-{name}.html">what changes from '
-                         f"{ORDER[i - 1]}.py to {name}.py</a></li>")
+    for name, text in SCRIPTS.items():
+        before = BRANCHES.get(name) or (ORDER[ORDER.index(name) - 1] if ORDER.index(name) else None)
+        if before:
+            items.append(f'<li class="step"><a href="{before}-to-{name}.html">what changes from '
+                         f"{before}.py to {name}.py</a></li>")
         items.append(f'<li><a href="{name}.html"><code>{name}.py</code></a>: {html.escape(text)}</li>')
         if name == "trpo":  # a reader who skips TRPO goes from vpg.py to PPO
             items.append('<li class="step"><a href="vpg-to-ppo_discrete.html">or, skipping TRPO: what changes '
@@ -708,7 +736,8 @@ policy, a mean KL of δ, and steps along the natural gradient to the edge of tha
 replaces the constraint by a clip of the probability ratio inside the loss, so that the loss stops
 rewarding a policy that moves further from the one that collected the data, and with first-order
 steps reuses each batch for several epochs; the continuous PPO adds a Gaussian policy and the
-normalisation MuJoCo needs.</p></div>""")
+normalisation MuJoCo needs. The recurrent PPO branches off the discrete one: an LSTM gives the policy
+and the critic a memory, for envs whose observation leaves out what the agent must remember.</p></div>""")
 
 
 def browser(width: int = 1366, height: int = 768):

@@ -54,11 +54,12 @@ class Section:
     blocks: list  # str (a paragraph) or Eq
 
 
-ALL = ["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_continuous"]
-CRITIC = ["vpg", "trpo", "ppo_discrete", "ppo_continuous"]
-PPO = ["ppo_discrete", "ppo_continuous"]
+ALL = ["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_continuous", "ppo_recurrent"]
+CRITIC = ["vpg", "trpo", "ppo_discrete", "ppo_continuous", "ppo_recurrent"]
+PPO = ["ppo_discrete", "ppo_continuous", "ppo_recurrent"]
 ACTION = {"reinforce": "Agent.get_action", "vpg": "Agent.get_action", "trpo": "Agent.get_action",
-          "ppo_discrete": "Agent.get_action_and_value", "ppo_continuous": "Agent.get_action_and_value"}
+          "ppo_discrete": "Agent.get_action_and_value", "ppo_continuous": "Agent.get_action_and_value",
+          "ppo_recurrent": "Agent.get_action_and_value"}
 
 
 def heads(scripts: list[str], *texts: str) -> list[Code]:
@@ -251,8 +252,9 @@ SECTIONS = [
                                   r" \qquad \hat A_T = 0 \end{array}",
            each(CRITIC, "compute_gae", "deltas = rewards + gamma * (1.0 - terminations) * next_values - values",
                 "not_dones = 1.0 - torch.maximum(terminations, truncations)")
-           + each(CRITIC, "train", "next_values = torch.cat([values[1:], next_value[None]])",
-                  "next_values = torch.where(truncations.bool(), final_values, next_values)")),
+           + each(CRITIC[:-1], "train", "next_values = torch.cat([values[1:], next_value[None]])")
+           + [Code("ppo_recurrent", "train", "next_values = torch.cat([values[1:], next_value])")]
+           + each(CRITIC, "train", "next_values = torch.where(truncations.bool(), final_values, next_values)")),
         "Here $V(s_{t+1})$ is the next stored value, $V(s_T)$ at the rollout's end, and V of the final "
         "observation where step t was truncated. The PPO scripts' `--no-bootstrap-truncation`, an ablation, "
         "counts a truncation as a termination, as CleanRL does.",
@@ -410,15 +412,16 @@ SECTIONS = [
         "The PPO scripts train actor and critic with one loss, the negative of the objective of Schulman et "
         "al. (2017, eq. 9): the clipped surrogate, a value error weighted by $c_1$ (`--vf-coef`), and an entropy "
         "bonus weighted by $c_2$ (`--ent-coef`) that keeps the policy exploring (0.01 in ppo_discrete.py; "
-        "0, no bonus, by default in ppo_continuous.py).",
+        "0, no bonus, by default in ppo_continuous.py and ppo_recurrent.py).",
         Eq("eq-ppo-loss", r"L(\theta) = -L^{CLIP} + c_1 L^{V} - c_2\, \hat{\mathbb{E}}_t\big[H(\pi_\theta(\cdot|s_t))\big]",
            each(PPO, "ppo_loss", "pg_loss = -surrogate(ratio, advantages, clip_coef)",
                 "loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss")),
         "The paper's value error is the plain squared error. PPO's reference code (OpenAI Baselines' ppo2) "
         "also clips the critic's change around the rollout's prediction, with the same ε, and takes the larger "
-        "of the two errors, the critic's counterpart of the min above; the scripts follow it unless "
-        "`--no-clip-vloss` (Huang et al. 2022, core detail 9). Like ppo2, they also halve the squared error, "
-        "so that $c_1$ = 0.5 (`--vf-coef`'s default) weighs it by ¼; with `--no-clip-vloss` their value error "
+        "of the two errors, the critic's counterpart of the min above; ppo_discrete.py and ppo_continuous.py "
+        "follow it unless `--no-clip-vloss` (Huang et al. 2022, core detail 9). ppo_recurrent.py clips only with "
+        "`--clip-vloss`, since RL Zoo and SB3 do not clip. Like ppo2, the PPO scripts also halve the squared error, "
+        "so that $c_1$ = 0.5 (`--vf-coef`'s default) weighs it by ¼; without the clip their value error "
         "is $\\tfrac12\\hat{\\mathbb{E}}_t[(V_\\theta(s_t) - \\hat R_t)^2]$.",
         Eq("eq-value-clip", r"\begin{array}{rl} V^{clip} &= V_{old} + \mathrm{clip}\big(V_\theta(s_t)"
                             r" - V_{old},\ -\epsilon,\ \epsilon\big) \\"
@@ -428,20 +431,67 @@ SECTIONS = [
            each(PPO, "ppo_loss", "v_clipped = old_value + torch.clamp(new_value - old_value, -clip_coef, clip_coef)",
                 "v_loss = 0.5 * torch.max(v_loss_unclipped, (v_clipped - returns) ** 2).mean()")),
     ]),
+    Section("recurrent", "The gradient through time over a segment", [
+        "ppo_recurrent.py gives the actor and the critic a memory, for envs whose observation leaves out "
+        "what the agent must remember. The actor reads each observation through an LSTM. Its state $h_t$ "
+        "stands here for the LSTM's two vectors, h and c. The state after step t is computed from the state "
+        "before it and the observation $s_t$, with the weights θ. The action is drawn from a distribution "
+        "on that state, not on $s_t$ alone. The critic has an LSTM of its own, built the same way.",
+        Eq("eq-recurrent-policy", r"h_t = f_\theta(h_{t-1}, s_t), \qquad a_t \sim \pi_\theta(\cdot|h_t)",
+           [Code("ppo_recurrent", "Agent.unroll", "h_actor, c_actor = self.actor_lstm(obs[t], (h_actor, c_actor))"),
+            Code("ppo_recurrent", "Agent.get_action_and_value", "logits = self.actor_head(actor_out)")]),
+        "A rollout is a segment of T steps per env. Its first step starts from a stored state, "
+        "$h_{-1}$, the state that the env's last segment ended with. So $h_t$ depends on θ through every "
+        "step of the segment up to t. The chain rule then runs back through all those steps. This is "
+        "backpropagation through time over the segment. The stored $h_{-1}$ is a constant: the rollout "
+        "computed it without a gradient. The gradient is therefore truncated at the segment's start.",
+        Eq("eq-bptt", r"\begin{array}{rl} \nabla_\theta \log\pi_\theta(a_t|h_t) &= \frac{\partial \log\pi_\theta(a_t|h_t)}"
+                      r"{\partial\theta} + \frac{\partial \log\pi_\theta(a_t|h_t)}{\partial h_t}\, \frac{dh_t}{d\theta} \\"
+                      r" \frac{dh_t}{d\theta} &= \frac{\partial f_\theta}{\partial\theta} + \frac{\partial f_\theta}"
+                      r"{\partial h_{t-1}}\, \frac{dh_{t-1}}{d\theta}, \qquad \frac{dh_{-1}}{d\theta} = 0 \end{array}",
+           [Code("ppo_recurrent", "train", "start_state = next_state.clone()"),
+            Code("ppo_recurrent", "train", "loss.backward()")]),
+        "The update replays each segment from its stored start state. The reason is the ratio of "
+        "{eq:eq-ratio}. The replay computes its numerator. The rollout stored its denominator. "
+        "At $\\theta = \\theta_{old}$ the ratio must be 1, so that the surrogate's gradient there is the "
+        "policy gradient {eq:eq-surrogate-gradient}. That holds only if the replay computes the very $h_t$ "
+        "that the rollout acted with. From the second segment on, the stored state is not zero. A replay "
+        "from a zero state then gives another $h_t$ at each step before the segment's first episode start. "
+        "At those steps the ratio at $\\theta_{old}$ is in general not 1. The replay also needs the "
+        "rollout's resets, at the same steps. With both, the first minibatch of an update has ratio 1. It is "
+        "1 exactly with the whole batch in one minibatch (`--num-minibatches 1`, the default), and 1 up to "
+        "rounding with smaller ones.",
+        Eq("eq-replay", r"r_t(\theta) = \frac{\pi_\theta(a_t|h_t)}{\pi_{\theta_{old}}(a_t|h_t^{old})}, \qquad"
+                        r" h_{-1} = h_{-1}^{old} \ \Rightarrow\ h_t = h_t^{old} \text{ at } \theta = \theta_{old}"
+                        r" \ \Rightarrow\ r_t(\theta_{old}) = 1",
+           [Code("ppo_recurrent", "train", "obs[:, mb], start_state[mb], episode_starts[:, mb], actions[:, mb])")]),
+        "This is why a minibatch holds whole sequences of T steps: those of a random set of N/M envs. A step drawn "
+        "alone from the batch would have no stored state to start from.",
+        "An episode may start inside the segment. Before that step, the state is multiplied by 0, so the new "
+        "episode starts from the zero state, as at the very start. The product with 0 has a zero derivative. "
+        "So no gradient flows from a step of one episode into the steps of the episode before it. The chain "
+        "of {eq:eq-bptt} stops at each episode's first step.",
+        Eq("eq-state-reset", r"(h_{t-1}, c_{t-1}) \leftarrow (1 - \mathrm{start}_t)\,(h_{t-1}, c_{t-1}), \qquad"
+                             r" \frac{\partial h_t}{\partial h_{t-1}} = 0 \ \text{ where } \mathrm{start}_t = 1",
+           [Code("ppo_recurrent", "Agent.unroll", "state = state * (1.0 - episode_starts[t])[:, None]"),
+            Code("ppo_recurrent", "train", "next_episode_start_np = (terminated | truncated).astype(np.float32)")]),
+    ]),
     Section("pieces", "The pieces: log-densities, entropies, KL divergences, normalisation", [
         "The equations above need a few formulas that belong to the distributions or to the data rather than "
         "to the algorithm. A categorical policy (discrete actions) outputs logits z and is their softmax; "
         "its log-probability is computed with `logsumexp`, which avoids overflowing exponentials.",
         Eq("eq-log-softmax", r"\pi_\theta(a|s) = \frac{e^{z_a}}{\sum_b e^{z_b}},"
                              r" \qquad \log\pi_\theta(a|s) = z_a - \log\sum_b e^{z_b}",
-           heads(["reinforce", "vpg", "trpo", "ppo_discrete"], "log_pi = logits - logits.logsumexp(-1, keepdim=True)")),
+           heads(["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_recurrent"],
+                 "log_pi = logits - logits.logsumexp(-1, keepdim=True)")),
         "A Gaussian policy (continuous actions) draws each component $a_j$ of the action independently from "
         "$\\mathcal{N}(\\mu_{\\theta,j}(s), \\sigma_j^2)$, so the density is a product and the log-densities add up.",
         Eq("eq-log-gaussian", r"\begin{array}{rl} \log\pi_\theta(a|s) &= \sum_j"
                               r" \log\mathcal{N}\big(a_j; \mu_{\theta,j}(s), \sigma_j^2\big) \\"
                               r" \log\mathcal{N}(a; \mu, \sigma^2) &= -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}"
                               r" \end{array}",
-           heads(["reinforce", "vpg", "trpo", "ppo_continuous"], "log_density = (-((action - mean) ** 2) / (2 * std**2)",
+           heads(["reinforce", "vpg", "trpo", "ppo_continuous", "ppo_recurrent"],
+                 "log_density = (-((action - mean) ** 2) / (2 * std**2)",
                  "logprob = log_density.sum(-1)")),
         "The entropy, the expected negative log-probability. For the Gaussian, $\\mathbb{E}[(a-\\mu)^2] = \\sigma^2$, "
         "which makes the first term ½: the entropy depends on σ alone, which here is the same in every state. "
@@ -450,8 +500,10 @@ SECTIONS = [
                          r" H\big[\mathcal{N}(\mu, \sigma^2)\big] &="
                          r" \frac{\mathbb{E}\big[(a-\mu)^2\big]}{2\sigma^2} + \log\sigma + \tfrac12\log 2\pi"
                          r" = \tfrac12 + \tfrac12\log 2\pi + \log\sigma \end{array}",
-           heads(["reinforce", "vpg", "trpo", "ppo_discrete"], "entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)")
-           + heads(["reinforce", "vpg", "trpo", "ppo_continuous"], "entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log())")),
+           heads(["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_recurrent"],
+                 "entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)")
+           + heads(["reinforce", "vpg", "trpo", "ppo_continuous", "ppo_recurrent"],
+                   "entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log())")),
         "TRPO's constraint uses the KL divergence in closed form: per action dimension for the Gaussian (the "
         "dimensions are independent, so the KLs add up), and as a sum over the actions for the categorical.",
         Eq("eq-kl-closed", r"\begin{array}{rl} \mathrm{KL}\big(\mathcal{N}(\mu_{old},"
@@ -480,13 +532,14 @@ SECTIONS = [
         Eq("eq-running-moments", r"\delta = \mu_B - \mu, \quad N = n + n_B, \quad"
                                  r" \mu \leftarrow \mu + \delta\, \frac{n_B}{N}, \quad"
                                  r" \sigma^2 \leftarrow \frac{n\sigma^2 + n_B\sigma_B^2 + \delta^2\, n\, n_B / N}{N}",
-           [Code("ppo_continuous", "RunningMeanStd.update", "delta, total = batch_mean - self.mean, self.count + batch_count"),
-            Code("ppo_continuous", "RunningMeanStd.update", "self.mean = self.mean + delta * batch_count / total"),
-            Code("ppo_continuous", "RunningMeanStd.update", "m2 = (self.var * self.count + batch_var * batch_count")]),
+           each(["ppo_continuous", "ppo_recurrent"], "RunningMeanStd.update",
+                "delta, total = batch_mean - self.mean, self.count + batch_count",
+                "self.mean = self.mean + delta * batch_count / total",
+                "m2 = (self.var * self.count + batch_var * batch_count")),
         "Each observation feature is brought to mean 0 and standard deviation 1 under those statistics and "
-        "clipped to ±c (c = 10).",
+        "clipped to ±c (c = 10). ppo_recurrent.py normalises its observations the same way, and not its rewards.",
         Eq("eq-normalise-observation", r"\tilde s = \mathrm{clip}\big((s - \mu_s) / \sqrt{\sigma_s^2 + 10^{-8}},\ -c,\ c\big)",
-           [Code("ppo_continuous", "Agent.normalize_obs", "normalized = (obs - self.obs_rms.mean) / np.sqrt(")]),
+           each(["ppo_continuous", "ppo_recurrent"], "Agent.normalize_obs", "normalized = (obs - self.obs_rms.mean) / np.sqrt(")),
         "Rewards are divided by the standard deviation of $R_t$, a running discounted sum of each env's past "
         "rewards, restarted at each episode, rather than by the standard deviation of the rewards themselves; "
         "the mean is not subtracted, so each reward keeps its sign.",
@@ -534,6 +587,7 @@ MATH_LINKS = {
     r"\tilde s = \mathrm{clip}\big((s - \mu_s) / \sqrt{\sigma_s^2 + 10^{-8}},\ -c,\ c\big)": "eq-normalise-observation",
     r"R_t = \gamma R_{t-1} + r_t": "eq-reward-scaling",
     r"\tilde r_t = \mathrm{clip}\big(r_t / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)": "eq-reward-scaling",
+    r"(h_{t-1}, c_{t-1}) \leftarrow (1 - \mathrm{start}_t)\,(h_{t-1}, c_{t-1})": "eq-state-reset",
 }
 
 REFERENCES = [
@@ -821,7 +875,8 @@ def page() -> str:
     intro = (
         "<p>Where the equations of the scripts come from, derived in order: the policy-gradient theorem, "
         "reward-to-go, the baseline, generalised advantage estimation, the importance-sampled surrogate, the "
-        "trust region and the natural gradient, and the clipped surrogate; then the pieces that belong to the "
+        "trust region and the natural gradient, the clipped surrogate, and the gradient through time of a "
+        "recurrent policy; then the pieces that belong to the "
         "distributions and the data. Beside each equation that a script computes are the lines that compute "
         "it, each linked to its line on the script's page; each typeset <code># math:</code> line of a script "
         "page links back here. Where a fact comes from a paper, the paper is named, with the number of its "

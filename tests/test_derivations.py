@@ -20,8 +20,8 @@ import derivations  # noqa: E402
 # computing it hold. Every link of the equation to that script lands on a line holding one of
 # them, and each of them is linked. Written out here, apart from derivations.py's own patterns, so
 # that a mapping pointed at the wrong line goes red.
-CRITIC = ["vpg", "trpo", "ppo_discrete", "ppo_continuous"]
-PPO = ["ppo_discrete", "ppo_continuous"]
+CRITIC = ["vpg", "trpo", "ppo_discrete", "ppo_continuous", "ppo_recurrent"]
+PPO = ["ppo_discrete", "ppo_continuous", "ppo_recurrent"]
 
 
 def on(scripts, *texts):
@@ -43,10 +43,14 @@ COMPUTES = {
     "eq-gae-recursion": on(CRITIC, "next_advantage = deltas[t] + gamma * gae_lambda * not_dones[t] * next_advantage"),
     "eq-gae-returns": {**on(["vpg", "trpo"], "return advantages, advantages + values", "_, returns = compute_gae("),
                        **on(PPO, "return advantages, advantages + values", "advantages, returns = compute_gae(")},
-    "eq-gae-episode-ends": on(CRITIC, "deltas = rewards + gamma * (1.0 - terminations) * next_values",
-                              "not_dones = 1.0 - torch.maximum(terminations, truncations)",
-                              "next_values = torch.cat([values[1:], next_value[None]])",
-                              "next_values = torch.where(truncations.bool(), final_values, next_values)"),
+    "eq-gae-episode-ends": {**on(CRITIC, "deltas = rewards + gamma * (1.0 - terminations) * next_values",
+                                 "not_dones = 1.0 - torch.maximum(terminations, truncations)",
+                                 "next_values = torch.cat([values[1:], next_value[None]])",
+                                 "next_values = torch.where(truncations.bool(), final_values, next_values)"),
+                            **on(["ppo_recurrent"], "deltas = rewards + gamma * (1.0 - terminations) * next_values",
+                                 "not_dones = 1.0 - torch.maximum(terminations, truncations)",
+                                 "next_values = torch.cat([values[1:], next_value])",
+                                 "next_values = torch.where(truncations.bool(), final_values, next_values)")},
     "eq-ratio": {**on(PPO, "logratio = new_logprob - old_logprob", "ratio = logratio.exp()"),
                  **on(["trpo"], "(logprob - old_logprob).exp()")},
     "eq-surrogate": on(["trpo"], "return ((logprob - old_logprob).exp() * advantages).mean()"),
@@ -66,24 +70,36 @@ COMPUTES = {
                       "loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss"),
     "eq-value-clip": on(PPO, "old_value + torch.clamp(new_value - old_value, -clip_coef, clip_coef)",
                         "0.5 * torch.max(v_loss_unclipped, (v_clipped - returns) ** 2)"),
-    "eq-log-softmax": on(["reinforce", "vpg", "trpo", "ppo_discrete"], "log_pi = logits - logits.logsumexp(-1, keepdim=True)"),
-    "eq-log-gaussian": on(["reinforce", "vpg", "trpo", "ppo_continuous"],
+    "eq-log-softmax": on(["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_recurrent"],
+                         "log_pi = logits - logits.logsumexp(-1, keepdim=True)"),
+    "eq-log-gaussian": on(["reinforce", "vpg", "trpo", "ppo_continuous", "ppo_recurrent"],
                           "log_density = (-((action - mean) ** 2) / (2 * std**2)", "logprob = log_density.sum(-1)"),
-    "eq-entropy": {**on(["reinforce", "vpg", "trpo"], ENTROPY["discrete"], ENTROPY["gaussian"]),
+    "eq-entropy": {**on(["reinforce", "vpg", "trpo", "ppo_recurrent"], ENTROPY["discrete"], ENTROPY["gaussian"]),
                    **on(["ppo_discrete"], ENTROPY["discrete"]), **on(["ppo_continuous"], ENTROPY["gaussian"])},
     "eq-kl-closed": on(["trpo"], "kl = (logstd - old_logstd - 0.5", "kl = old_log_pi.exp() * (old_log_pi - log_pi)"),
     "eq-kl-estimators": {**on(["reinforce", "vpg"], "approx_kl = ((logratio.exp() - 1) - logratio).mean()"),
                          **on(PPO, '"old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean()')},
-    "eq-running-moments": on(["ppo_continuous"], "delta, total = batch_mean - self.mean",
+    "eq-running-moments": on(["ppo_continuous", "ppo_recurrent"], "delta, total = batch_mean - self.mean",
                              "self.mean = self.mean + delta * batch_count / total",
                              "m2 = (self.var * self.count + batch_var * batch_count"),
-    "eq-normalise-observation": on(["ppo_continuous"], "(obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + 1e-8)"),
+    "eq-normalise-observation": on(["ppo_continuous", "ppo_recurrent"],
+                                   "(obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + 1e-8)"),
     "eq-reward-scaling": on(["ppo_continuous"], "self.discounted_return = self.gamma * self.discounted_return + reward",
                             "scaled = reward / np.sqrt(self.return_rms.var + 1e-8)"),
+    # the recurrent policy: its state, the gradient through time from the stored start state, the
+    # replay from that state, and the reset at an episode's start
+    "eq-recurrent-policy": on(["ppo_recurrent"], "h_actor, c_actor = self.actor_lstm(obs[t], (h_actor, c_actor))",
+                              "logits = self.actor_head(actor_out)"),
+    "eq-bptt": on(["ppo_recurrent"], "start_state = next_state.clone()", "loss.backward()"),
+    "eq-replay": on(["ppo_recurrent"], "obs[:, mb], start_state[mb], episode_starts[:, mb], actions[:, mb])"),
+    "eq-state-reset": on(["ppo_recurrent"], "state = state * (1.0 - episode_starts[t])[:, None]",
+                         "next_episode_start_np = (terminated | truncated).astype(np.float32)"),
 }
 # The derivation, in order: the policy-gradient theorem, reward-to-go, the baseline, GAE, the
-# importance-sampled surrogate, the trust region, the clipped surrogate, then the pieces.
-SECTIONS = ["pg-theorem", "reward-to-go", "baseline", "gae", "surrogate", "trust-region", "clip", "pieces"]
+# importance-sampled surrogate, the trust region, the clipped surrogate, the gradient through time
+# of a recurrent policy, then the pieces.
+SECTIONS = ["pg-theorem", "reward-to-go", "baseline", "gae", "surrogate", "trust-region", "clip", "recurrent",
+            "pieces"]
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,8 @@ def test_every_formula_converts_and_every_line_is_shown(name):
     assert len(formulas(name)) >= 4  # every script states its equations
     # each `# math:` line, and each formula indented in a docstring (the rewards-to-go; GAE's δ_t
     # and A_t), typeset as a block
-    docstring_formulas = {"reinforce": 1, "vpg": 2, "trpo": 2, "ppo_discrete": 2, "ppo_continuous": 2}[name]
+    docstring_formulas = {"reinforce": 1, "vpg": 2, "trpo": 2, "ppo_discrete": 2, "ppo_continuous": 2,
+                          "ppo_recurrent": 2}[name]
     assert page.count('<math xmlns="http://www.w3.org/1998/Math/MathML" display="block"') == \
         len(formulas(name)) + docstring_formulas and "merror" not in page
     assert "# math:" not in page.split('<div class="section"', 1)[1]  # no marker left outside the intro's prose
@@ -136,7 +137,8 @@ def test_a_step_page_hides_no_single_context_line():
 TITLES = {("reinforce", "vpg"): "reinforce.py → vpg.py in 4 steps", ("vpg", "trpo"): "vpg.py → trpo.py: a bounded step",
           ("trpo", "ppo_discrete"): "trpo.py → ppo_discrete.py in 2 steps",
           ("vpg", "ppo_discrete"): "vpg.py → ppo_discrete.py in 2 steps",
-          ("ppo_discrete", "ppo_continuous"): "ppo_discrete.py → ppo_continuous.py in 3 steps"}
+          ("ppo_discrete", "ppo_continuous"): "ppo_discrete.py → ppo_continuous.py in 3 steps",
+          ("ppo_discrete", "ppo_recurrent"): "ppo_discrete.py → ppo_recurrent.py: memory"}
 
 
 @pytest.mark.parametrize("old,new", TITLES)
@@ -205,7 +207,8 @@ TOOLING = """const d = document.querySelector('details.tooling'), s = Array.from
 # The central docstrings, read in the notes beside their definition with their formulas typeset.
 CENTRAL = {"reinforce": ["compute_returns", "reinforce_loss"], "vpg": ["compute_gae", "vpg_loss"],
            "trpo": ["surrogate", "fisher_vector_product", "conjugate_gradient", "trpo_step"],
-           "ppo_discrete": ["surrogate", "ppo_loss"], "ppo_continuous": ["surrogate", "ppo_loss"]}
+           "ppo_discrete": ["surrogate", "ppo_loss"], "ppo_continuous": ["surrogate", "ppo_loss"],
+           "ppo_recurrent": ["surrogate", "ppo_loss"]}
 # The section whose code holds `def <name>(`: the height of its notes' docstring, the sizes of the
 # formulas in its notes, how many docstring lines its code column shows (pygments' class "sd").
 BESIDE = """const s = Array.from(document.querySelectorAll('.section')).find(e =>
