@@ -13,9 +13,11 @@ implementations, and, where it applies, the exact policy gradient of a small MDP
 (blocks inside train, a line of trpo_step, its acceptable() and line_search) are checked by running
 your code and looking at what it did: a rollout and PPO updates through your train, trpo_step on a
 fixed batch, line_search on two weights; there, the other exercises' code is the reference's (a
-block of another exercise that you have written stays yours). Once every exercise of a script
-passes, your own script trains on CartPole-v1 and must reach a mean return of 200
-(InvertedPendulum-v4 for ppo_continuous.py).
+block of another exercise that you have written stays yours). Exercise 13 (Agent.unroll of
+ppo_recurrent.py) is checked against the agent's own LSTMs stepped one at a time, then through two
+short trainings. Once every exercise of a script passes, your own script trains on CartPole-v1 and
+must reach a mean return of 200 (InvertedPendulum-v4 for ppo_continuous.py, CartPoleNoVel-v1 for
+ppo_recurrent.py).
 """
 
 import argparse
@@ -44,6 +46,7 @@ import test_exact_gradient as exact  # noqa: E402
 import test_guard_rails  # noqa: E402
 import test_math  # noqa: E402
 import test_ppo_continuous  # noqa: E402
+import test_ppo_recurrent  # noqa: E402
 import test_reinforce_vpg  # noqa: E402
 import test_rollout_storage  # noqa: E402
 import test_trpo  # noqa: E402
@@ -729,6 +732,89 @@ def line_search_keeps_first_accepted(m):
 # The scripts that hold each piece.
 CATEGORICAL, GAUSSIAN = ("reinforce", "vpg", "trpo", "ppo_discrete"), ("reinforce", "vpg", "trpo", "ppo_continuous")
 GAE, PPO = ("vpg", "trpo", "ppo_discrete", "ppo_continuous"), ("ppo_discrete", "ppo_continuous")
+# --- checks of exercise 13: the recurrent agent's unroll, against an independent step-by-step LSTM ---
+
+
+def unrolled(agent, obs, state, starts, reset=True):
+    """What Agent.unroll must return, computed here one step at a time with the agent's own
+    LSTMs: the actor's and the critic's outputs (T, B, H) and the state after the last step
+    (B, 4H: actor h, c, then critic h, c); `reset` False: the state is never reset."""
+    h_a, c_a, h_c, c_c = state.chunk(4, dim=-1)
+    actor, critic = [], []
+    for t in range(obs.shape[0]):
+        keep = 1.0 - starts[t][:, None] if reset else 1.0
+        h_a, c_a = agent.actor_lstm(obs[t], (h_a * keep, c_a * keep))
+        h_c, c_c = agent.critic_lstm(obs[t], (h_c * keep, c_c * keep))
+        actor.append(h_a)
+        critic.append(h_c)
+    return torch.stack(actor), torch.stack(critic), torch.cat([h_a, c_a, h_c, c_c], dim=-1)
+
+
+def unroll_case(m, starts):
+    """A small agent (H = 8), 5 steps of 3 envs from a random state that is not 0, with the
+    episode starts `starts` (T, B); the student's unroll of it (no gradient), and the inputs."""
+    torch.manual_seed(0)
+    agent = m.Agent(3, m.gym.spaces.Discrete(2), hidden_size=8, norm_obs=False)
+    obs, state = torch.randn(5, 3, 3), torch.randn(3, 32)
+    with torch.no_grad():
+        return agent, obs, state, agent.unroll(obs, state, starts)
+
+
+def same(got, expected) -> bool:
+    return all(torch.allclose(a, b, atol=1e-6) for a, b in zip(got, expected, strict=True))
+
+
+def unroll_starts_from_the_given_state(m):
+    agent, obs, state, got = unroll_case(m, torch.zeros(5, 3))
+    with torch.no_grad():
+        expected, from_zero = unrolled(agent, obs, state, torch.zeros(5, 3)), unrolled(
+            agent, obs, torch.zeros_like(state), torch.zeros(5, 3))
+    if same(got, from_zero):
+        raise Named("your unroll replays from a zero state: the state handed in (the segment's stored start state) "
+                    "must be the state before step 0")
+    assert same(got, expected), "the outputs differ from the LSTMs stepped from the given state"
+
+
+def unroll_resets_where_an_episode_starts(m):
+    starts = torch.zeros(5, 3)
+    starts[2, 0] = starts[0, 1] = starts[3, 1] = 1.0  # env 0 at step 2, env 1 at steps 0 and 3, env 2 never
+    agent, obs, state, got = unroll_case(m, starts)
+    with torch.no_grad():
+        expected, never = unrolled(agent, obs, state, starts), unrolled(agent, obs, state, starts, reset=False)
+    if same(got, never):
+        raise Named("no reset at episode starts: where episode_starts[t] = 1, the state before step t must be set to 0")
+    for b in range(3):  # which env goes wrong, and from which step
+        for t in range(5):
+            if not (torch.allclose(got[0][t, b], expected[0][t, b], atol=1e-6)
+                    and torch.allclose(got[1][t, b], expected[1][t, b], atol=1e-6)):
+                raise Named(f"env {b}'s outputs differ from step {t} on" + (
+                    ", where its episode starts: the state must be reset before the step, not after it"
+                    if starts[t, b] else ": the reset must touch only the envs whose episode starts, at that step"))
+    assert same(got, expected), "the state returned after the last step differs"
+
+
+def unroll_returns_the_last_state_in_order(m):
+    starts = torch.zeros(5, 3)
+    starts[1, 2] = 1.0
+    agent, obs, state, got = unroll_case(m, starts)
+    with torch.no_grad():
+        expected = unrolled(agent, obs, state, starts)
+    assert got[2].shape == (3, 32), f"the state returned has shape {tuple(got[2].shape)}, not (B, 4H) = (3, 32)"
+    assert torch.allclose(got[2], expected[2], atol=1e-6), "the state returned is not actor h, c, then critic h, c"
+    assert same(got, expected)
+
+
+def recurrent_test(fn):
+    """One of tests/test_ppo_recurrent.py's tests, run on your module (its global `rec`)."""
+    def check(m):
+        with fixtures(m) as (monkeypatch, log_dir):
+            monkeypatch.setattr(test_ppo_recurrent, "rec", m)
+            wanted = inspect.signature(fn).parameters
+            fn(**{name: value for name, value in {"monkeypatch": monkeypatch, "log_dir": log_dir,
+                                                   "num_minibatches": 2}.items() if name in wanted})
+    return check
+
+
 G = "G_t = r_t + γ(1 − done_t) G_{t+1}"
 DELTA = "δ_t = r_t + γ(1 − terminated_t) V(s_{t+1}) − V(s_t);  A_t = δ_t + γλ(1 − done_t) A_{t+1}"
 CLIP = "L = −mean(min(r_t Â_t, clip(r_t, 1 − ε, 1 + ε) Â_t)) + c₁ L_V − c₂ H"
@@ -743,6 +829,8 @@ EPOCHS = ("K epochs, each a new random permutation of the B samples cut into M m
 STEP = "full step = β x,  β = √(2δ / xᵀ(H+cI)x),  x ≈ (H+cI)⁻¹g"
 SEARCH = ("θ_k = θ_old + b^k · full step, k = 0, 1, ...: the first with mean KL ≤ δ and L(θ_k) > L(θ_old); "
           "if none, θ_old")
+UNROLL = ("for t = 0, ..., T − 1: (h, c) ← (1 − start_t)(h, c) for actor and critic, then one LSTM step each on "
+          "obs[t]; from the given state; return the h's (T, B, H) and the last state (B, 4H)")
 NORMAL = "log π(a|s) = Σ_i [−(a_i − μ_i)²/(2σ_i²) − log σ_i − ½ log 2π];  H = Σ_i (½ + ½ log 2π + log σ_i)"
 CHECKS = {
     1: [("reinforce", "G_t stops at the end of its episode",
@@ -907,10 +995,22 @@ CHECKS = {
             "the update does not reach the region's edge with L risen", STEP,
             project_test(test_trpo.test_trpo_step_moves_to_the_edge_of_the_region_and_improves_the_surrogate,
                          module_global=test_trpo))],
+    13: [("ppo_recurrent", "the unroll starts from the state handed in", "the outputs differ from the LSTMs stepped "
+          "from the given state", UNROLL, unroll_starts_from_the_given_state),
+         ("ppo_recurrent", "the state is reset to 0 before each step where an episode starts, in that env alone",
+          "the resets are wrong", UNROLL, unroll_resets_where_an_episode_starts),
+         ("ppo_recurrent", "it returns each LSTM's outputs and the state after the last step, (B, 4H)",
+          "the outputs or the state returned are off", UNROLL, unroll_returns_the_last_state_in_order),
+         ("ppo_recurrent", "the rollout and the replay reset the state at each episode start (the project's test)",
+          "the rollout's values, or the replay's log π, depend on the episode before", UNROLL,
+          recurrent_test(test_ppo_recurrent.test_the_state_is_reset_where_an_episode_starts_in_the_rollout_and_in_the_update)),
+         ("ppo_recurrent", "the replay of minibatches of whole sequences gives back the rollout's log π and V "
+          "(the project's test)", "the replay does not give back the rollout's log π and V before the first step",
+          UNROLL, recurrent_test(test_ppo_recurrent.test_the_update_replays_whole_sequences_from_their_stored_start_states))],
 }
 CASES = [(1.5, 2.0, -2.4, 0.0), (1.5, -2.0, 3.0, 3.0), (0.5, 2.0, -1.0, -1.0), (0.5, -2.0, 1.6, 0.0), (1.1, 2.0, -2.2, -2.2)]
 # A learning run once every exercise of a script passes: (env, flags, return to reach). With seed 1
-# the reference scripts reach 479, 339, 500, 315 and 1000; the budgets leave room for an implementation
+# the reference scripts reach 479, 339, 500, 315, 1000 and, in 40,960 steps, 428; the budgets leave room for an implementation
 # that is right but draws its random numbers differently.
 LEARNING = {
     "reinforce": ("CartPole-v1", dict(total_timesteps=200_000), 200),
@@ -918,6 +1018,7 @@ LEARNING = {
     "trpo": ("CartPole-v1", dict(total_timesteps=100_000), 200),
     "ppo_discrete": ("CartPole-v1", dict(total_timesteps=200_000), 200),
     "ppo_continuous": ("InvertedPendulum-v4", dict(total_timesteps=100_000), 200),
+    "ppo_recurrent": ("CartPoleNoVel-v1", dict(total_timesteps=40_960), 200),
 }
 
 
@@ -1044,7 +1145,7 @@ if __name__ == "__main__":
     parser.add_argument("--no-learning", action="store_true", help="skip the learning runs")
     args = parser.parse_args()
     if not all((args.folder / f"{s}.py").exists() for s in SCRIPTS):
-        raise SystemExit(f"grade.py: error: {args.folder} does not hold the five scripts; make them with "
+        raise SystemExit(f"grade.py: error: {args.folder} does not hold the six scripts; make them with "
                          "python exercises/make.py")
     chosen = [args.exercise] if args.exercise else [ex.number for ex in LADDER]
     result = grade(args.folder, chosen, learning=not args.no_learning and args.exercise is None)

@@ -13,7 +13,7 @@ say, when the second follows it).
 
 from typing import NamedTuple
 
-SCRIPTS = ["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_continuous"]  # the reading order
+SCRIPTS = ["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_continuous", "ppo_recurrent"]  # the reading order
 
 
 class Part(NamedTuple):
@@ -80,4 +80,8 @@ LADDER = [
               Part("trpo", "line_search")],
              "full step = √(2δ / xᵀ(H+cI)x) · x; the line search tries θ_old + backtrack_coef^k · full step for "
              "k = 0, 1, ... and keeps the first that acceptable() takes (mean KL ≤ δ and L risen), else θ_old"),
+    Exercise(13, "the recurrent agent's memory: the state carried, and reset where an episode starts",
+             [Part("ppo_recurrent", "Agent.unroll")],
+             "one step at a time from the state given: zero the state (all 4H) where episode_starts[t] = 1, then "
+             "step the actor's and the critic's LSTMCell on obs[t]; return their h's stacked and the last state"),
 ]

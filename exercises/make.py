@@ -1,4 +1,4 @@
-"""Write a student copy of the five scripts, with the graded code cut out.
+"""Write a student copy of the six scripts, with the graded code cut out.
 
     python exercises/make.py                # writes exercises/student/<script>.py
     python exercises/make.py --out DIR

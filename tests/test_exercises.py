@@ -1,8 +1,8 @@
 """exercises/: the generator cuts out exactly the listed code and nothing else, keeps every
 comment, and finds a block inside a function by its statements, not its line numbers; the grader
 passes the reference scripts, fails a fresh copy with each exercise's hint, and names the mistake
-of typical wrong implementations (two per exercise for the first nine, three for exercise 6; for the blocks inside
-train and trpo_step, each one named by the first check that fails)."""
+of typical wrong implementations (two per exercise for the first nine, three for exercises 6 and 13; for the blocks
+inside train and trpo_step, each one named by the first check that fails)."""
 
 import ast
 import difflib
@@ -188,6 +188,14 @@ FULL_RETURN = RETURNS_LOOP.replace("    return returns\n", """    for t in range
             returns[t] = returns[t - 1]
     return returns
 """)
+# Agent.unroll's reset of the state, and the step that follows it (the mistake: the reset after the step)
+RESET = "            state = state * (1.0 - episode_starts[t])[:, None]\n"
+UNROLL_STEP = """\
+            h_actor, c_actor, h_critic, c_critic = state.chunk(4, dim=-1)  # (B, H) each
+            h_actor, c_actor = self.actor_lstm(obs[t], (h_actor, c_actor))
+            h_critic, c_critic = self.critic_lstm(obs[t], (h_critic, c_critic))
+            state = torch.cat([h_actor, c_actor, h_critic, c_critic], dim=-1)
+"""
 # (exercise, script, reference code, wrong code, words of the message that must name the mistake)
 WRONG = [
     (1, "reinforce", "gamma * (1.0 - dones[t]) * next_return", "gamma * next_return", "leak into the next episode"),
@@ -219,6 +227,10 @@ WRONG = [
     (9, "trpo", "retain_graph=True) + damping * v", "retain_graph=True)", "the damping term is missing"),
     (9, "trpo", "x, r = x + alpha * p, r - alpha * Ap", "x, r = x + alpha * p, r + alpha * Ap",
      "your iteration does not solve A x = b"),
+    (13, "ppo_recurrent", RESET, "", "no reset at episode starts"),
+    (13, "ppo_recurrent", "        actor_out, critic_out = [], []\n",
+     "        actor_out, critic_out = [], []\n        state = torch.zeros_like(state)\n", "replays from a zero state"),
+    (13, "ppo_recurrent", RESET + UNROLL_STEP, UNROLL_STEP + RESET, "reset before the step, not after it"),
 ]
 
 
