@@ -441,7 +441,7 @@ SECTIONS = [
            [Code("ppo_recurrent", "Agent.unroll", "h_actor, c_actor = self.actor_lstm(obs[t], (h_actor, c_actor))"),
             Code("ppo_recurrent", "Agent.get_action_and_value", "logits = self.actor_head(actor_out)")]),
         "A rollout is a segment of T steps per env. Its first step starts from a stored state, "
-        "$h_{-1}$, the state that the env's last segment ended with. So $h_t$ depends on θ through every "
+        "$h_{-1}$, the state that the env's last segment ended with (0 at the run's start). So $h_t$ depends on θ through every "
         "step of the segment up to t. The chain rule then runs back through all those steps. This is "
         "backpropagation through time over the segment. The stored $h_{-1}$ is a constant: the rollout "
         "computed it without a gradient. The gradient is therefore truncated at the segment's start.",
