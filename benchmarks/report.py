@@ -24,7 +24,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from presets import CLEANRL_MUJOCO2, CLEANRL_V4, FIGURE3_ENVS, PPO_PAPER_FIGURE3, REFERENCES, RL_ZOO_RECURRENT, SUITES  # noqa: E402
+from presets import (  # noqa: E402
+    CLEANRL_MUJOCO2,
+    CLEANRL_V4,
+    FIGURE3_ENVS,
+    PPO_PAPER_FIGURE3,
+    REFERENCES,
+    RL_ZOO_RECURRENT,
+    SIDE_BY_SIDE_ENVS,
+    SUITES,
+)
 from run import DEFAULT_OUT, load_results, matrix  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -422,6 +431,95 @@ def recurrent_section(results: list[dict]) -> list[str]:
     return lines
 
 
+def side_by_side_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
+    """CleanRL's ppo_continuous_action.py and ppo_continuous.py on the same machine and simulator
+    (the side-by-side suite), with the statistics of benchmarks/stats.py; and the truncation
+    bootstrap's effect on HalfCheetah-v4, measured the same way."""
+    import stats
+
+    ok = [r for r in results if r["status"] == "ok"]
+    ours = {e: [r for r in ok if r["algo"] == "ppo_continuous" and not r.get("variant") and r["env_id"] == e
+                and r["total_timesteps"] >= 999_000] for e in SIDE_BY_SIDE_ENVS}
+    peer = {e: [r for r in ok if r["algo"].startswith("cleanrl") and r["env_id"] == e] for e in SIDE_BY_SIDE_ENVS}
+    if not any(peer.values()):
+        return []
+    lines = ["## Side by side with CleanRL", "",
+             "CleanRL's `ppo_continuous_action.py` (its pinned commit with `reference_runs/`'s patch, its defaults) and "
+             "`ppo_continuous.py` (its defaults), each 1M steps, on this machine and simulator (the side-by-side suite). "
+             "Final return: each run's mean over its last 100 training episodes. IQM: the interquartile mean over seeds. "
+             "Difference: ours − CleanRL of the means, with a 95% stratified bootstrap interval (10,000 samples). "
+             "P(ours > CleanRL): the probability that a run of ours ends above a run of CleanRL's, with its interval. "
+             "The verdict reads the difference's interval: \"higher\" or \"lower\" where it excludes 0, else "
+             "\"cannot tell apart\". Steps to CleanRL's median: the median over runs of the first step where the mean "
+             "of the last 20 episodes reaches the median final return of CleanRL's runs (∞ where a run never does).", "",
+             "| env | seeds (ours / CleanRL) | ours: mean ± std, IQM | CleanRL: mean ± std, IQM | ours − CleanRL [95%] "
+             "| P(ours > CleanRL) [95%] | verdict | steps to CleanRL's median (ours / CleanRL) |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def finals(runs):
+        return [r["final_return"] for r in runs]
+
+    def steps_to(runs, target):
+        return float(np.median([stats.steps_to(r["curve"]["step"], r["curve"]["return"], target) for r in runs]))
+
+    def row(label, a_runs, b_runs, with_steps=True):
+        a, b = finals(a_runs), finals(b_runs)
+        low, high = stats.bootstrap_interval(a, b, stats.difference_of_means)
+        p_low, p_high = stats.bootstrap_interval(a, b, stats.probability_of_improvement)
+        target = float(np.median(b))
+        steps = f"{steps_to(a_runs, target):,.0f} / {steps_to(b_runs, target):,.0f}" if with_steps else ""
+        return (f"| {label} | {len(a)} / {len(b)} | {np.mean(a):.1f} ± {np.std(a):.1f}, {stats.iqm(a):.1f} | "
+                f"{np.mean(b):.1f} ± {np.std(b):.1f}, {stats.iqm(b):.1f} | {stats.difference_of_means(a, b):+.1f} "
+                f"[{low:+.1f}, {high:+.1f}] | {stats.probability_of_improvement(a, b):.2f} [{p_low:.2f}, {p_high:.2f}] | "
+                f"{stats.verdict(low, high)} | {steps} |")
+
+    for env_id in SIDE_BY_SIDE_ENVS:
+        if ours[env_id] and peer[env_id]:
+            lines.append(row(env_id, ours[env_id], peer[env_id]))
+    expected = {e: 10 for e in SIDE_BY_SIDE_ENVS}
+    short = [f"{e} ({len(ours[e])} / {len(peer[e])})" for e in SIDE_BY_SIDE_ENVS
+             if (len(ours[e]), len(peer[e])) != (expected[e], expected[e])]
+    if short:
+        lines += ["", "Not all 10 seeds have run yet on both sides: " + ", ".join(short) + " (ours / CleanRL). "
+                  "The suite is resumable: `python benchmarks/run.py --suite side-by-side --workers 1`."]
+    no_bootstrap = [r for r in ok if r["algo"] == "ppo_continuous" and r["env_id"] == "HalfCheetah-v4"
+                    and r.get("variant") == "no-bootstrap-truncation"]
+    if no_bootstrap and ours["HalfCheetah-v4"]:
+        lines += ["", "The truncation bootstrap on HalfCheetah-v4: `ppo_continuous.py` against itself with "
+                  "`--no-bootstrap-truncation` (the columns as above, the second program the one without it):", "",
+                  "| env | seeds (with / without) | with: mean ± std, IQM | without: mean ± std, IQM | with − without [95%] "
+                  "| P(with > without) [95%] | verdict | |", "|---|---|---|---|---|---|---|---|",
+                  row("HalfCheetah-v4", ours["HalfCheetah-v4"], no_bootstrap, with_steps=False)]
+    # The performance profile: each run's final return normalised per env by the lowest and highest
+    # final return of all runs of both programs there, then the fraction of runs above each τ.
+    import matplotlib.pyplot as plt
+
+    taus = np.linspace(0, 1, 101)
+    normalised = {"ppo_continuous.py": [], "CleanRL": []}
+    for env_id in SIDE_BY_SIDE_ENVS:
+        both = finals(ours[env_id]) + finals(peer[env_id])
+        if ours[env_id] and peer[env_id] and max(both) > min(both):
+            lo, hi = min(both), max(both)
+            normalised["ppo_continuous.py"] += [(x - lo) / (hi - lo) for x in finals(ours[env_id])]
+            normalised["CleanRL"] += [(x - lo) / (hi - lo) for x in finals(peer[env_id])]
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for label, scores in normalised.items():
+        if scores:
+            ax.plot(taus, stats.performance_profile(scores, taus), label=f"{label} ({len(scores)} runs)")
+    ax.set_xlabel("τ (final return, normalised per env to [0, 1] over both programs' runs)")
+    ax.set_ylabel("fraction of runs above τ")
+    ax.legend()
+    fig.tight_layout()
+    png = out / "side-by-side-profile.png"
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    rel = png.relative_to(md_path.parent) if png.is_relative_to(md_path.parent) else png
+    lines += ["", f"![performance profile]({rel})", "",
+              "The performance profile over the three envs: the share of each program's runs whose normalised final "
+              "return is above τ. A curve above the other is better at every level.", ""]
+    return lines
+
+
 def reference_runs() -> list[str]:
     """One line per peer's run kept in benchmarks/reference_runs/: its seeds' final returns and
     their mean ± std beside the peer's published figure."""
@@ -509,7 +607,8 @@ def main() -> None:
     results = load_results(args.out)
     write_ablations(results, args.out, args.ablations_md)
     # RESULTS.md: our scripts' defaults only (the side-by-side suite's CleanRL runs are a peer's)
-    results = [r for r in results if not r.get("variant") and not r["algo"].startswith("cleanrl")]
+    results = [r for r in results if not r.get("variant") and not r["algo"].startswith("cleanrl")
+               and r["suite"] != "recurrent"]  # (the recurrent suite has its own section)
     finished = [r for r in results if r["status"] == "ok"]
     cells = defaultdict(lambda: defaultdict(list))  # env -> algo -> runs
     for r in finished:
@@ -539,7 +638,8 @@ def main() -> None:
     lines += figure3(finished, args.out, args.results_md)
     everything = load_results(args.out)  # the variants too
     lines += (vpg_lr_section(everything) + mujoco2_section(everything) + cg_stop_section(everything)
-              + reinforce_rollout_section(everything) + recurrent_section(everything))
+              + reinforce_rollout_section(everything) + recurrent_section(everything)
+              + side_by_side_section(everything, args.out, args.results_md))
     for env_id in sorted(cells):
         png = args.out / f"{env_id}.png"
         plot_env(env_id, cells[env_id], png)

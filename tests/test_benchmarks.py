@@ -463,3 +463,23 @@ def test_the_recurrent_section_shows_memory_beside_the_feed_forward_script():
     rows = [line for line in lines if line.startswith("| CartPoleNoVel-v1")]
     assert rows[0].startswith("| CartPoleNoVel-v1 | `ppo_recurrent` | 1 | 99,840 | 300.0 ± 0.0 | 500.0 ± 0.0 | 500.0")
     assert rows[1].startswith("| CartPoleNoVel-v1 | `ppo_discrete` | 1 | 99,840 | 40.0 ± 0.0 | 30.0 ± 0.0 |")
+
+
+def test_the_statistics_of_the_side_by_side_comparison():
+    """benchmarks/stats.py on inputs worked out by hand, each value as rliable defines it."""
+    import stats
+
+    assert stats.iqm([1, 2, 3, 4, 100, -100, 5, 6]) == pytest.approx(3.5)  # 2 cut from each end of 8
+    assert stats.iqm([1.0, 2.0, 3.0]) == pytest.approx(2.0)  # floor(3/4) = 0: the plain mean
+    assert stats.probability_of_improvement([3, 1], [2, 2]) == pytest.approx(0.5)
+    assert stats.probability_of_improvement([2], [2]) == pytest.approx(0.5)  # a tie counts one half
+    assert stats.probability_of_improvement([5, 6], [1, 2, 3]) == 1.0
+    low, high = stats.bootstrap_interval([10.0] * 5, [1.0] * 5, stats.difference_of_means, reps=200)
+    assert low == high == pytest.approx(9.0)  # no spread, no width
+    low, high = stats.bootstrap_interval([0.0, 10.0], [5.0, 5.0], stats.difference_of_means, reps=2000)
+    assert -5 <= low < 0 < high <= 5 and stats.verdict(low, high) == "cannot tell apart"
+    assert stats.verdict(1, 2) == "higher" and stats.verdict(-2, -1) == "lower"
+    steps, returns = [10, 20, 30, 40], [0, 10, 20, 30]
+    assert stats.steps_to(steps, returns, 15, window=2) == 30  # mean of 10 and 20
+    assert stats.steps_to(steps, returns, 100, window=2) == float("inf")
+    assert list(stats.performance_profile([0.1, 0.5, 0.9], [0.0, 0.5, 1.0])) == pytest.approx([1.0, 1 / 3, 0.0])
