@@ -29,27 +29,30 @@ to 0 (`NO_VELOCITY`). Actions may be Discrete or Box, as in vpg.py.
 Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
 
 What changes from ppo_discrete.py: one idea, memory. Without velocities, one observation does not
-tell where the pole is going. A feed-forward policy then acts on the position alone. Here the
-actor and the critic each read the observation through an LSTM, whose state carries the past of
-the episode. That idea brings four changes to the loop.
+tell where the pole is going. A feed-forward policy then acts on the cart's position and the
+pole's angle alone. Here the actor and the critic each read the observation through an LSTM,
+whose state carries the past of the episode. That idea brings three changes to the loop.
 - The rollout stores each env's recurrent state at the start of the segment, and a flag per step
   that says where an episode starts. The state is set to 0 at every episode start.
 - A minibatch is a set of whole env sequences, not a random set of steps. The update replays each
   sequence from its stored start state, one step at a time, with the same resets. Only then is
   the replayed π_θ the rollout's π_θ_old before the first Adam step.
 - A truncated episode is bootstrapped with V(final obs) from the state that saw the episode.
-- The agent handles Discrete and Box actions, with ppo_continuous.py's Gaussian head.
-The defaults are RL Zoo's for CartPoleNoVel-v1 (hyperparams/ppo_lstm.yml), with the differences
-said in `Args`. As in RL Zoo, observations are normalised as in ppo_continuous.py and rewards
-are not. On CartPoleNoVel-v1 after 100k steps, seeds 1-3, the greedy evaluation's mean return is
-in benchmarks/RESULTS.md, beside feed-forward ppo_discrete.py on the same env.
+Two pieces come from ppo_continuous.py, not from memory: the Gaussian head for Box actions, and
+observation normalisation. The defaults are RL Zoo's for CartPoleNoVel-v1
+(hyperparams/ppo_lstm.yml): ReLU heads with PyTorch's initialisation, no value clipping, no
+entropy bonus, and the differences said in `Args`. RL Zoo's `normalize: True` is VecNormalize's
+default, which scales the rewards too. This script normalises the observations only. On
+CartPoleNoVel-v1 at 99,840 steps, seeds 1-5, the returns are in benchmarks/RESULTS.md, beside
+the feed-forward ppo_discrete.py on the same env.
 
 Sources. Hausknecht and Stone (2015), "Deep recurrent Q-learning for partially observable MDPs"
 (arXiv:1507.06527), train an LSTM on replayed sequences in two ways. Sequential updates replay
 whole episodes from their start. Random updates replay a piece of an episode from a zero state,
-which is not the state the agent acted with. Later work warms such a state up on the steps before
-the piece (burn-in, Kapturowski et al. 2019, R2D2). PPO needs neither: each segment's start
-state is stored, and the replay starts from it. Reference code: CleanRL's `ppo_atari_lstm.py` (its
+which is not the state the agent acted with. R2D2 (Kapturowski et al. 2019) stores the state
+too, and warms it up on the steps before the piece (burn-in), because its network has changed
+since the state was stored. PPO replays data of the current θ_old, so the stored start state is
+exactly the one the rollout acted with. Reference code: CleanRL's `ppo_atari_lstm.py` (its
 `get_states` masks the state step by step) and sb3-contrib's `RecurrentPPO` (separate LSTMs for
 actor and critic, with RL Zoo's settings).
 
@@ -119,7 +122,7 @@ class Args:
     bootstrap_truncation: bool = True
     """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
     norm_obs: bool = True
-    """normalise observations by running statistics, as ppo_continuous.py (RL Zoo: norm_obs)"""
+    """normalise observations by running statistics, as ppo_continuous.py (RL Zoo: rewards too)"""
 
     # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
     seed: int = 1
@@ -328,7 +331,8 @@ class Agent(nn.Module):
         obs = torch.as_tensor(obs, dtype=torch.float32)[None, None]  # (T, B, obs_dim) = (1, 1, ·)
         actor_out, _, state = self.unroll(obs, state, torch.zeros(1, 1))
         out = self.actor_head(actor_out)[0, 0]  # logits or mean, (act_dim,)
-        return (out.detach().numpy() if self.continuous else int(out.argmax())), state
+        # The state goes on to the next step without its graph: evaluation takes no gradient.
+        return (out.detach().numpy() if self.continuous else int(out.argmax())), state.detach()
 
 
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):

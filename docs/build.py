@@ -49,7 +49,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = {  # in reading order
+SCRIPTS = {  # in reading order, then the branches (BRANCHES)
     "reinforce": "REINFORCE: the Monte-Carlo policy gradient, no critic.",
     "vpg": "Vanilla policy gradient: a learned value baseline, GAE-λ advantages, one step per batch.",
     "trpo": "TRPO: a natural-gradient step to the edge of a KL trust region, checked by a line search.",

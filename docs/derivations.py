@@ -458,9 +458,9 @@ SECTIONS = [
         "that the rollout acted with. From the second segment on, the stored state is not zero. A replay "
         "from a zero state then gives another $h_t$ at each step before the segment's first episode start. "
         "At those steps the ratio at $\\theta_{old}$ is in general not 1. The replay also needs the "
-        "rollout's resets, at the same steps. With both, the first minibatch of an update has ratio 1. It is "
-        "1 exactly with the whole batch in one minibatch (`--num-minibatches 1`, the default), and 1 up to "
-        "rounding with smaller ones.",
+        "rollout's resets, at the same steps. With both, the first minibatch of an update has ratio 1. On the "
+        "CPU, the tests find it 1 exactly with the whole batch in one minibatch (`--num-minibatches 1`, the "
+        "default), and 1 up to rounding with smaller ones.",
         Eq("eq-replay", r"r_t(\theta) = \frac{\pi_\theta(a_t|h_t)}{\pi_{\theta_{old}}(a_t|h_t^{old})}, \qquad"
                         r" h_{-1} = h_{-1}^{old} \ \Rightarrow\ h_t = h_t^{old} \text{ at } \theta = \theta_{old}"
                         r" \ \Rightarrow\ r_t(\theta_{old}) = 1",
