@@ -14,6 +14,9 @@ import pytest
 import torch
 from conftest import ROOT, SCRIPTS, SHORT_RUNS, _module, evaluate_checkpoint, read_saved, run_script, short_args
 
+sys.path.insert(0, str(ROOT / "tools"))
+from resume_check import stopping_at  # noqa: E402
+
 SCRIPT_FILES = [f"{name}.py" for name in SCRIPTS]
 
 
@@ -39,23 +42,10 @@ def trained(module, tmp_path, **overrides) -> str:
 
 
 def interrupt_at_update(monkeypatch, module, update: int | None = None, evaluation: bool = False):
-    """Make `main` meet a Ctrl-C after `update` updates of `train`, or in the evaluation."""
-    train = module.train
-
-    def train_then_ctrl_c(args, writer=None, hook=None):
-        count = 0
-
-        def hook_then_ctrl_c(state, losses=None):
-            nonlocal count
-            out = hook(state, losses)
-            count += losses is not None
-            if count == update:
-                raise KeyboardInterrupt
-            return out
-
-        return train(args, writer, hook_then_ctrl_c)
-
-    monkeypatch.setattr(module, "train", train_then_ctrl_c)
+    """Make `main` meet a Ctrl-C after `update` updates of `train` (tools/resume_check.py's
+    stopping_at), or in the evaluation."""
+    if update is not None:
+        monkeypatch.setattr(module, "train", stopping_at(module, update))
     if evaluation:
         def evaluate(*_):
             raise KeyboardInterrupt
