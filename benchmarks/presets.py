@@ -139,10 +139,33 @@ SUITES["side-by-side"] = [
 # Memory (issue 57): ppo_recurrent.py at its defaults (RL Zoo's CartPoleNoVel-v1 settings, 99,840
 # steps) on CartPoleNoVel-v1, and the feed-forward ppo_discrete.py on the same env and budget, so
 # that the table shows what memory buys. ppo_discrete.py makes the env through ppo_recurrent.py,
-# which registers it (module:EnvId). The other NoVel envs need their own RL Zoo settings: to come.
+# which registers it (module:EnvId).
+# PendulumNoVel-v1 and MountainCarContinuousNoVel-v0 take RL Zoo's settings for them
+# (rl-baselines3-zoo hyperparams/ppo_lstm.yml), translated:
+# - a minibatch here is whole env sequences, so RL Zoo's batch of 256 (MountainCar) or 128
+#   (Pendulum) steps becomes one env's sequence of 1,024 steps: --num-minibatches = --num-envs;
+# - SB3's vf_coef weighs (V - R)^2 and ours ½(V - R)^2, so RL Zoo's 0.19 is 0.38 here;
+# - RL Zoo's budget rounded up to whole batches, as SB3 does: 102,400 and 303,104 steps;
+# - RL Zoo uses gSDE on both (state-dependent exploration noise), which ppo_recurrent.py lacks.
+# The feed-forward ppo_continuous.py runs on each with the same shared flags and budget.
+RECURRENT_PENDULUM = ["--num-envs", "4", "--num-steps", "1024", "--num-minibatches", "4",
+                      "--update-epochs", "10", "--gamma", "0.9", "--gae-lambda", "0.95",
+                      "--ent-coef", "0", "--learning-rate", "1e-3", "--no-anneal-lr",
+                      "--total-timesteps", "102400"]
+RECURRENT_MOUNTAINCAR = ["--num-envs", "8", "--num-steps", "1024", "--num-minibatches", "8",
+                         "--update-epochs", "10", "--gamma", "0.9999", "--gae-lambda", "0.9",
+                         "--learning-rate", "7.77e-5", "--no-anneal-lr", "--ent-coef", "0.00429",
+                         "--clip-coef", "0.1", "--max-grad-norm", "5", "--vf-coef", "0.38",
+                         "--total-timesteps", "303104"]
 SUITES["recurrent"] = [
     ("ppo_recurrent", "CartPoleNoVel-v1", [], FIVE_SEEDS),
     ("ppo_discrete", "ppo_recurrent:CartPoleNoVel-v1", ["--total-timesteps", "99840"], FIVE_SEEDS),
+    ("ppo_recurrent", "PendulumNoVel-v1", RECURRENT_PENDULUM, FIVE_SEEDS),
+    ("ppo_continuous", "ppo_recurrent:PendulumNoVel-v1", RECURRENT_PENDULUM, FIVE_SEEDS),
+    ("ppo_recurrent", "MountainCarContinuousNoVel-v0", RECURRENT_MOUNTAINCAR + ["--hidden-size", "32"],
+     FIVE_SEEDS),
+    ("ppo_continuous", "ppo_recurrent:MountainCarContinuousNoVel-v0", RECURRENT_MOUNTAINCAR,
+     FIVE_SEEDS),
 ]
 
 # RL Zoo's RecurrentPPO (sb3-contrib, RL Zoo's tuned settings; rl-baselines3-zoo benchmark.md): one
