@@ -23,6 +23,12 @@ beat it, so it shows how much of each run's time is spent outside the env.
 of `train` (benchmarks/profile_lines.py, every line timed). The hand-written reading of the
 figures, benchmarks/speed_notes.md, is appended to the report.
 
+`--recurrent` times ppo_recurrent.py against sb3-contrib's RecurrentPPO instead, on
+CartPoleNoVel-v1 with RL Zoo's settings for it on both sides (8 envs × 32 steps, 20 epochs of one
+batch of 256, LSTM of 64 units for the actor and another for the critic, observation
+normalisation), alternated, and adds the figures to SPEED.json and SPEED.md, whose other tables
+it leaves as they are. sb3-contrib goes into benchmarks/.sb3-venv beside SB3.
+
 `--compare A B ...` times a change instead of writing the report: our command of each task from
 checkout A (the code before the change, e.g. a `git worktree`), then B, and so on, alternated
 `--runs` times, default threads; the medians are printed against A's. `--script` swaps in another
@@ -45,7 +51,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SB3_VENV = HERE / ".sb3-venv"
-SB3_PACKAGES = ["torch==2.13.0", "gymnasium[mujoco]==1.4.0", "numpy==2.4.6", "stable-baselines3==2.9.2"]
+SB3_PACKAGES = ["torch==2.13.0", "gymnasium[mujoco]==1.4.0", "numpy==2.4.6", "stable-baselines3==2.9.2",
+                "sb3-contrib==2.9.2"]
 
 # Each task: our command, SB3's PPO settings (the same hyperparameters), budget and warm-up.
 TASKS = {
@@ -65,6 +72,12 @@ TASKS = {
     },
 }
 
+# The recurrent task: RL Zoo's CartPoleNoVel-v1 settings (rl-baselines3-zoo hyperparams/ppo_lstm.yml),
+# which are ppo_recurrent.py's defaults. RL Zoo normalises rewards too (VecNormalize); ppo_recurrent.py
+# normalises observations only, a few operations per step less.
+RECURRENT = {"env_id": "CartPoleNoVel-v1", "script": "ppo_recurrent.py", "steps": 25_600, "warmup_updates": 10,
+             "ours": [], "masked": [1, 3]}  # CartPole-v1's velocities, set to 0
+
 
 def sps_after_warmup(points: list[tuple[float, int]], warmup_updates: int) -> float:
     """points: (wall time, env steps so far) at the end of each update, in order. The SPS over the
@@ -79,23 +92,10 @@ def worker_sb3(task: dict, threads: str) -> dict:
     """Runs in benchmarks/.sb3-venv: SB3 PPO with the task's settings."""
     import torch
     from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import BaseCallback
 
     if threads != "default":
         torch.set_num_threads(int(threads))
     hp = task["sb3"]
-
-    class Clock(BaseCallback):
-        def __init__(self):
-            super().__init__()
-            self.points = []
-
-        def _on_rollout_start(self) -> None:  # called after the previous update
-            self.points.append((time.time(), self.num_timesteps))
-
-        def _on_step(self) -> bool:
-            return True
-
     envs = sb3_envs(task, seed=1)
     model = PPO("MlpPolicy", envs, n_steps=hp["n_steps"], batch_size=hp["batch_size"], n_epochs=hp["n_epochs"],
                 learning_rate=lambda progress: hp["learning_rate"] * progress,  # linear annealing to 0, as ours
@@ -103,10 +103,60 @@ def worker_sb3(task: dict, threads: str) -> dict:
                 clip_range_vf=0.2,  # SB3's value clipping: the same work as our clipped value loss
                 ent_coef=hp["ent_coef"], vf_coef=0.5, max_grad_norm=0.5, seed=1, device="cpu",
                 policy_kwargs={"net_arch": {"pi": [64, 64], "vf": [64, 64]}, "activation_fn": torch.nn.Tanh})
-    clock = Clock()
+    clock = rollout_clock()
     model.learn(task["steps"], callback=clock)
     points = clock.points[1:] + [(time.time(), model.num_timesteps)]  # ends of updates 1, 2, ...
     return {"sps": sps_after_warmup(points, task["warmup_updates"]), "torch_threads": torch.get_num_threads()}
+
+
+def worker_sb3_recurrent(threads: str) -> dict:
+    """Runs in benchmarks/.sb3-venv: sb3-contrib's RecurrentPPO with RL Zoo's CartPoleNoVel-v1
+    settings. The env is CartPole-v1 with its velocities multiplied by 0, as RL Zoo's wrapper does."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    if threads != "default":
+        torch.set_num_threads(int(threads))
+    mask = np.ones(4, dtype=np.float32)
+    mask[RECURRENT["masked"]] = 0.0
+
+    def no_velocity():
+        env = gym.make("CartPole-v1")
+        return gym.wrappers.TransformObservation(env, lambda obs: obs * mask, env.observation_space)
+
+    envs = VecNormalize(make_vec_env(no_velocity, n_envs=8, seed=1), gamma=0.98)
+    clock = rollout_clock()
+    model = RecurrentPPO("MlpLstmPolicy", envs, n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8,
+                         ent_coef=0.0, learning_rate=lambda progress: 1e-3 * progress,
+                         clip_range=lambda progress: 0.2 * progress, seed=1, device="cpu",
+                         policy_kwargs={"ortho_init": False, "activation_fn": torch.nn.ReLU, "lstm_hidden_size": 64,
+                                        "enable_critic_lstm": True, "net_arch": {"pi": [64], "vf": [64]}})
+    model.learn(RECURRENT["steps"], callback=clock)
+    points = clock.points[1:] + [(time.time(), model.num_timesteps)]
+    return {"sps": sps_after_warmup(points, RECURRENT["warmup_updates"]), "torch_threads": torch.get_num_threads()}
+
+
+def rollout_clock():
+    """An SB3 callback that records (wall time, env steps) at the start of every rollout, that is
+    after the previous update."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Clock(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.points = []
+
+        def _on_rollout_start(self) -> None:
+            self.points.append((time.time(), self.num_timesteps))
+
+        def _on_step(self) -> bool:
+            return True
+
+    return Clock()
 
 
 def sb3_envs(task: dict, seed: int):
@@ -332,10 +382,51 @@ def write_report(results: dict, path: Path) -> None:
             lines += [f"**{TASKS[task_name]['env_id']}**: {summary}", "", tables.strip(), ""]
     lines += ["Our commands (SB3's side is `worker_sb3` in benchmarks/speed.py):", ""]
     lines += [f"- `{r['command']}`" for r in results["our_commands"]]
+    if "recurrent" in results:
+        lines += [""] + recurrent_section(results["recurrent"])
     notes = HERE / "speed_notes.md"  # what the figures say, written by hand
     if notes.exists():
         lines += ["", notes.read_text().strip()]
     path.write_text("\n".join(lines) + "\n")
+
+
+def time_recurrent(sb3_python: str, runs: int, thread_settings: list[str]) -> dict:
+    """ppo_recurrent.py and sb3-contrib's RecurrentPPO alternated, `runs` times each per thread
+    setting, on the RECURRENT task."""
+    version = subprocess.run([sb3_python, "-c", "import sb3_contrib; print(sb3_contrib.__version__)"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    start, per_threads = time.time(), {}
+    for threads in thread_settings:
+        sps = {"ours": [], "sb3": []}
+        for i in range(runs):
+            a = ours(RECURRENT, threads, [])
+            b = call_worker(sb3_python, "sb3-recurrent", "cartpole", threads)
+            sps["ours"].append(a["sps"])
+            sps["sb3"].append(b["sps"])
+            print(f"recurrent threads={threads} run {i + 1}/{runs}: ours {a['sps']:,.0f} SPS, "
+                  f"RecurrentPPO {b['sps']:,.0f} SPS ({b['torch_threads']} torch threads)", flush=True)
+        per_threads[threads] = sps
+    return {"command": "python benchmarks/speed.py " + " ".join(sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
+            "minutes": (time.time() - start) / 60, "sb3_contrib_version": version, "runs": runs,
+            "our_command": a["command"], "threads": per_threads}
+
+
+def recurrent_section(r: dict) -> list[str]:
+    """SPEED.md's table of ppo_recurrent.py against RecurrentPPO."""
+    lines = ["## Memory: `ppo_recurrent.py` against sb3-contrib's RecurrentPPO", "",
+             f"Generated by `{r['command']}` on {r['date']}, in {r['minutes']:.0f} minutes, on the machine above; "
+             f"sb3-contrib {r['sb3_contrib_version']}. Both sides use RL Zoo's CartPoleNoVel-v1 settings: 8 envs × "
+             "32 steps, 20 epochs of one minibatch of 256 steps, an LSTM of 64 units for the actor and another for "
+             "the critic, each with a hidden layer of 64 ReLU units, observation normalisation (RL Zoo also "
+             f"normalises rewards). SPS as above, after {RECURRENT['warmup_updates']} warm-up updates, of "
+             f"{RECURRENT['steps']:,} steps; each figure is the median of {r['runs']} runs, alternated.", "",
+             "| threads | ours SPS (median) | RecurrentPPO SPS (median) | ours / RecurrentPPO | ours, all runs | "
+             "RecurrentPPO, all runs |", "|---|---|---|---|---|---|"]
+    for threads, sps in r["threads"].items():
+        a, b = median(sps["ours"]), median(sps["sb3"])
+        lines.append(f"| {threads} | {a:,.0f} | {b:,.0f} | **{a / b:.2f}×** | {', '.join(f'{x:,.0f}' for x in sps['ours'])} "
+                     f"| {', '.join(f'{x:,.0f}' for x in sps['sb3'])} |")
+    return lines + ["", f"Our command: `{r['our_command']}`", ""]
 
 
 def compare(checkouts: list[Path], task: dict, runs: int) -> dict[Path, list[float]]:
@@ -364,12 +455,16 @@ def main() -> None:
     parser.add_argument("--compare", nargs="+", type=Path, metavar="CHECKOUT",
                         help="instead of the report: time our command of each task from these checkouts, alternated")
     parser.add_argument("--script", help="with --compare: this script instead of the task's (e.g. vpg.py)")
-    parser.add_argument("--worker", choices=["sb3", "floor-sb3", "floor-ours", "profile-ours"], help=argparse.SUPPRESS)
+    parser.add_argument("--recurrent", action="store_true",
+                        help="instead: ppo_recurrent.py against sb3-contrib's RecurrentPPO, added to the report")
+    parser.add_argument("--worker", choices=["sb3", "sb3-recurrent", "floor-sb3", "floor-ours", "profile-ours"],
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     task_names = args.tasks.split(",")
     if args.worker:  # one measurement, in a fresh process
         task = TASKS[task_names[0]]
-        result = {"sb3": lambda: worker_sb3(task, args.threads), "floor-sb3": lambda: worker_floor_sb3(task),
+        result = {"sb3": lambda: worker_sb3(task, args.threads), "sb3-recurrent": lambda: worker_sb3_recurrent(args.threads),
+                  "floor-sb3": lambda: worker_floor_sb3(task),
                   "floor-ours": lambda: worker_floor_ours(task), "profile-ours": lambda: worker_profile_ours(task)}[args.worker]()
         print(json.dumps(result))
         return
@@ -383,6 +478,13 @@ def main() -> None:
     from run import machine
 
     sb3_python = ensure_sb3_venv()
+    if args.recurrent:
+        results = json.loads(args.out.with_suffix(".json").read_text())
+        results["recurrent"] = time_recurrent(sb3_python, args.runs, args.threads.split(","))
+        args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
+        write_report(results, args.out)
+        print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
+        return
     sb3_version = subprocess.run([sb3_python, "-c", "import stable_baselines3; print(stable_baselines3.__version__)"],
                                  capture_output=True, text=True, check=True).stdout.strip()
     start = time.time()

@@ -241,6 +241,20 @@ def test_speed_report_gives_ratios_floors_and_the_time_budget(tmp_path):
     # 512 steps at 5,120 SPS: 100 ms; the env at 51,200 SPS takes 10 ms; act 20, update 30, the rest 40
     assert "| env steps (+ normalisation), at the floor's speed | 10 | 10% |" in text
     assert "| the rest | 40 | 40% |" in text
+    assert "RecurrentPPO" not in text  # no recurrent figures: no recurrent table
+
+
+def test_speed_report_adds_the_recurrent_table_when_the_figures_have_one(tmp_path):
+    results = {"command": "python benchmarks/speed.py", "date": "2026-01-01", "minutes": 1.0, "runs": 3,
+               "sb3_version": "2.9.2", "machine": run.machine(), "our_commands": [], "tasks": {},
+               "recurrent": {"command": "python benchmarks/speed.py --recurrent", "date": "2026-01-02",
+                             "minutes": 2.0, "sb3_contrib_version": "2.9.2", "runs": 3,
+                             "our_command": "python ppo_recurrent.py",
+                             "threads": {"1": {"ours": [1000.0, 3000.0, 2000.0], "sb3": [400.0, 500.0, 600.0]}}}}
+    speed.write_report(results, tmp_path / "SPEED.md")
+    text = (tmp_path / "SPEED.md").read_text()
+    assert "| 1 | 2,000 | 500 | **4.00×** | 1,000, 3,000, 2,000 | 400, 500, 600 |" in text
+    assert "`python benchmarks/speed.py --recurrent` on 2026-01-02" in text
 
 
 def fake_result(out, run_spec: dict, final: float, evaluation: list[float] | None = None) -> None:

@@ -187,6 +187,9 @@ def speed_values(speed: dict) -> list[float]:
             values = list(sums.values())
             out += values + [a + b for i, a in enumerate(values) for b in values[i + 1:]]
             out += [total - 1e6 / (SPEED_TARGET * round(np.median(s["sb3"]))) for s in task["threads"].values()]
+    for sides in speed.get("recurrent", {}).get("threads", {}).values():  # ppo_recurrent.py's table
+        ours, sb3 = np.median(sides["ours"]), np.median(sides["sb3"])
+        out += [ours, sb3, ours / sb3]
     return out
 
 
