@@ -148,6 +148,12 @@ SUITES["side-by-side"] = [
 # - RL Zoo's budget rounded up to whole batches, as SB3 does: 102,400 and 303,104 steps;
 # - RL Zoo uses gSDE on both (state-dependent exploration noise), which ppo_recurrent.py lacks.
 # The feed-forward ppo_continuous.py runs on each with the same shared flags and budget.
+# LunarLanderNoVel-v3 has no RL Zoo figure: the feed-forward LunarLander-v3 settings above
+# (LUNAR_PPO), with minibatches of whole env sequences (8 of 256 steps), on half their budget
+# (499,712 steps, 244 batches), and ppo_discrete.py beside it with LUNAR_PPO on the same budget.
+LUNAR_HALF = ["--total-timesteps", "499712", "--num-envs", "8", "--num-steps", "256",
+              "--update-epochs", "10", "--learning-rate", "3e-4", "--gamma", "0.999",
+              "--gae-lambda", "0.98", "--ent-coef", "0.01"]
 RECURRENT_PENDULUM = ["--num-envs", "4", "--num-steps", "1024", "--num-minibatches", "4",
                       "--update-epochs", "10", "--gamma", "0.9", "--gae-lambda", "0.95",
                       "--ent-coef", "0", "--learning-rate", "1e-3", "--no-anneal-lr",
@@ -165,6 +171,9 @@ SUITES["recurrent"] = [
     ("ppo_recurrent", "MountainCarContinuousNoVel-v0", RECURRENT_MOUNTAINCAR + ["--hidden-size", "32"],
      FIVE_SEEDS),
     ("ppo_continuous", "ppo_recurrent:MountainCarContinuousNoVel-v0", RECURRENT_MOUNTAINCAR,
+     FIVE_SEEDS),
+    ("ppo_recurrent", "LunarLanderNoVel-v3", LUNAR_HALF + ["--num-minibatches", "8"], FIVE_SEEDS),
+    ("ppo_discrete", "ppo_recurrent:LunarLanderNoVel-v3", LUNAR_HALF + ["--num-minibatches", "32"],
      FIVE_SEEDS),
 ]
 
