@@ -431,16 +431,68 @@ def recurrent_section(results: list[dict]) -> list[str]:
     return lines
 
 
+def side_by_side_runs(results: list[dict]) -> tuple[dict, dict, list[dict]]:
+    """The side-by-side suite's finished runs: ours and CleanRL's by env, and ours on HalfCheetah-v4
+    without the truncation bootstrap."""
+    ok = [r for r in results if r["status"] == "ok"]
+    ours = {e: [r for r in ok if r["algo"] == "ppo_continuous" and not r.get("variant") and r["env_id"] == e
+                and r["total_timesteps"] >= 999_000] for e in SIDE_BY_SIDE_ENVS}
+    peer = {e: [r for r in ok if r["algo"].startswith("cleanrl") and r["env_id"] == e] for e in SIDE_BY_SIDE_ENVS}
+    no_bootstrap = [r for r in ok if r["algo"] == "ppo_continuous" and r["env_id"] == "HalfCheetah-v4"
+                    and r.get("variant") == "no-bootstrap-truncation"]
+    return ours, peer, no_bootstrap
+
+
+def versus(a_runs: list[dict], b_runs: list[dict]) -> dict:
+    """Program A's final returns against B's: the difference of the means and the probability of
+    improvement, each with its 95% stratified bootstrap interval, and the verdict."""
+    import stats
+
+    a, b = [r["final_return"] for r in a_runs], [r["final_return"] for r in b_runs]
+    low, high = stats.bootstrap_interval(a, b, stats.difference_of_means)
+    p_low, p_high = stats.bootstrap_interval(a, b, stats.probability_of_improvement)
+    return {"a": a, "b": b, "difference": stats.difference_of_means(a, b), "low": low, "high": high,
+            "p": stats.probability_of_improvement(a, b), "p_low": p_low, "p_high": p_high,
+            "verdict": stats.verdict(low, high)}
+
+
+def side_by_side_claims(results: list[dict]) -> str:
+    """README's sentences on CleanRL, written from the side-by-side runs: the verdict on each env,
+    with the difference, its interval and the seeds. tests/test_figures.py checks that README.md
+    holds them word for word, so README changes when the runs do."""
+    ours, peer, no_bootstrap = side_by_side_runs(results)
+    cells = {e: versus(ours[e], peer[e]) for e in SIDE_BY_SIDE_ENVS if ours[e] and peer[e]}
+
+    def figures(v):
+        return (f"{v['difference']:+,.0f}, 95% interval [{v['low']:+,.0f}, {v['high']:+,.0f}], "
+                f"{len(v['a'])} / {len(v['b'])} seeds").replace("-", "−")
+
+    def envs(verdict):
+        return [f"{e} ({figures(v)})" for e, v in cells.items() if v["verdict"] == verdict]
+
+    sentences = ["CleanRL's own `ppo_continuous_action.py` ran here beside `ppo_continuous.py`, on the same "
+                 "machine and simulator, 1M steps each (RESULTS.md, \"Side by side with CleanRL\")."]
+    for verdict, words in (("higher", "ends higher"), ("lower", "ends lower")):
+        if envs(verdict):
+            sentences.append(f"By final return, ours {words} on {' and '.join(envs(verdict))}.")
+    if envs("cannot tell apart"):
+        sentences.append(f"On {' and '.join(envs('cannot tell apart'))}, the two cannot be told apart.")
+    if no_bootstrap and ours["HalfCheetah-v4"]:
+        v = versus(ours["HalfCheetah-v4"], no_bootstrap)
+        effect = {"higher": "raises", "lower": "lowers"}.get(v["verdict"])
+        sentences.append("On HalfCheetah-v4, the truncation bootstrap (which CleanRL's script lacks) "
+                         + (f"{effect} our final return by {figures(v)}." if effect else
+                            f"changes our final return by no amount we can tell ({figures(v)})."))
+    return " ".join(sentences)
+
+
 def side_by_side_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
     """CleanRL's ppo_continuous_action.py and ppo_continuous.py on the same machine and simulator
     (the side-by-side suite), with the statistics of benchmarks/stats.py; and the truncation
     bootstrap's effect on HalfCheetah-v4, measured the same way."""
     import stats
 
-    ok = [r for r in results if r["status"] == "ok"]
-    ours = {e: [r for r in ok if r["algo"] == "ppo_continuous" and not r.get("variant") and r["env_id"] == e
-                and r["total_timesteps"] >= 999_000] for e in SIDE_BY_SIDE_ENVS}
-    peer = {e: [r for r in ok if r["algo"].startswith("cleanrl") and r["env_id"] == e] for e in SIDE_BY_SIDE_ENVS}
+    ours, peer, no_bootstrap = side_by_side_runs(results)
     if not any(peer.values()):
         return []
     lines = ["## Side by side with CleanRL", "",
@@ -463,15 +515,14 @@ def side_by_side_section(results: list[dict], out: Path, md_path: Path) -> list[
         return float(np.median([stats.steps_to(r["curve"]["step"], r["curve"]["return"], target) for r in runs]))
 
     def row(label, a_runs, b_runs, with_steps=True):
-        a, b = finals(a_runs), finals(b_runs)
-        low, high = stats.bootstrap_interval(a, b, stats.difference_of_means)
-        p_low, p_high = stats.bootstrap_interval(a, b, stats.probability_of_improvement)
+        v = versus(a_runs, b_runs)
+        a, b = v["a"], v["b"]
         target = float(np.median(b))
         steps = f"{steps_to(a_runs, target):,.0f} / {steps_to(b_runs, target):,.0f}" if with_steps else ""
         return (f"| {label} | {len(a)} / {len(b)} | {np.mean(a):.1f} ± {np.std(a):.1f}, {stats.iqm(a):.1f} | "
-                f"{np.mean(b):.1f} ± {np.std(b):.1f}, {stats.iqm(b):.1f} | {stats.difference_of_means(a, b):+.1f} "
-                f"[{low:+.1f}, {high:+.1f}] | {stats.probability_of_improvement(a, b):.2f} [{p_low:.2f}, {p_high:.2f}] | "
-                f"{stats.verdict(low, high)} | {steps} |")
+                f"{np.mean(b):.1f} ± {np.std(b):.1f}, {stats.iqm(b):.1f} | {v['difference']:+.1f} "
+                f"[{v['low']:+.1f}, {v['high']:+.1f}] | {v['p']:.2f} [{v['p_low']:.2f}, {v['p_high']:.2f}] | "
+                f"{v['verdict']} | {steps} |")
 
     for env_id in SIDE_BY_SIDE_ENVS:
         if ours[env_id] and peer[env_id]:
@@ -482,8 +533,6 @@ def side_by_side_section(results: list[dict], out: Path, md_path: Path) -> list[
     if short:
         lines += ["", "Not all 10 seeds have run yet on both sides: " + ", ".join(short) + " (ours / CleanRL). "
                   "The suite is resumable: `python benchmarks/run.py --suite side-by-side --workers 1`."]
-    no_bootstrap = [r for r in ok if r["algo"] == "ppo_continuous" and r["env_id"] == "HalfCheetah-v4"
-                    and r.get("variant") == "no-bootstrap-truncation"]
     if no_bootstrap and ours["HalfCheetah-v4"]:
         lines += ["", "The truncation bootstrap on HalfCheetah-v4: `ppo_continuous.py` against itself with "
                   "`--no-bootstrap-truncation` (the columns as above, the second program the one without it):", "",

@@ -242,6 +242,11 @@ def known_values() -> tuple[np.ndarray, np.ndarray]:
         with_ = [done[script, env_id, None, s] for s in defaults[script, env_id] if (script, env_id, None, s) in done]
         if without and with_:
             values += report.difference_interval(without, with_)
+    ours, peer, no_bootstrap = report.side_by_side_runs(runs)  # the side-by-side verdicts' figures
+    for a, b in [(ours[e], peer[e]) for e in ours] + [(ours["HalfCheetah-v4"], no_bootstrap)]:
+        if a and b:
+            v = report.versus(a, b)
+            values += [v[k] for k in ("difference", "low", "high", "p", "p_low", "p_high")]
     others = sorted((BENCH / "reference_runs").glob("*.json")) + sorted((BENCH / "results" / "trpo_normalized").glob("*.json"))
     for path in others:
         data = json.loads(path.read_text())
@@ -367,3 +372,11 @@ def test_a_figure_or_a_std_changed_by_hand_goes_red(tmp_path, monkeypatch):
     page = tmp_path / "notes.md"
     page.write_text("It ends at 2540, and 2081 ± 562.\nIt ends at 2541, and 2081 ± 563 over the last 100 episodes; 1000 steps.\n")
     assert [m.split("  (")[0] for m in unmatched(page)] == [f"{page}:2: 2081 ± 563", f"{page}:2: 2541", f"{page}:2: 1000"]
+
+
+def test_readme_states_the_side_by_side_verdicts_the_report_computes():
+    """README's sentences on CleanRL are report.side_by_side_claims of the committed runs, word for
+    word: a run that lands, or a number edited by hand, turns this red until README is rewritten
+    (python -c 'import report; ...' in benchmarks/, see report.side_by_side_claims)."""
+    claims = report.side_by_side_claims(report.load_results(BENCH / "results"))
+    assert claims and claims in " ".join((ROOT / "README.md").read_text().split())
