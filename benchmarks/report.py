@@ -486,6 +486,19 @@ def side_by_side_claims(results: list[dict]) -> str:
     return " ".join(sentences)
 
 
+def rewrite_readme(results: list[dict], readme: Path = ROOT / "README.md") -> None:
+    """Put side_by_side_claims, wrapped at 100 columns, between README's side-by-side markers."""
+    import textwrap
+
+    begin, end = "<!-- side-by-side: written by benchmarks/report.py -->\n", "\n<!-- /side-by-side -->"
+    text = readme.read_text()
+    head, _, rest = text.partition(begin)
+    _, _, tail = rest.partition(end)
+    if rest and tail:
+        claims = textwrap.fill(side_by_side_claims(results), 100, break_on_hyphens=False)
+        readme.write_text(head + begin + claims + end + tail)
+
+
 def side_by_side_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
     """CleanRL's ppo_continuous_action.py and ppo_continuous.py on the same machine and simulator
     (the side-by-side suite), with the statistics of benchmarks/stats.py; and the truncation
@@ -689,6 +702,8 @@ def main() -> None:
     lines += (vpg_lr_section(everything) + mujoco2_section(everything) + cg_stop_section(everything)
               + reinforce_rollout_section(everything) + recurrent_section(everything)
               + side_by_side_section(everything, args.out, args.results_md))
+    if args.out == DEFAULT_OUT:  # README quotes the committed runs only
+        rewrite_readme(everything)
     for env_id in sorted(cells):
         png = args.out / f"{env_id}.png"
         plot_env(env_id, cells[env_id], png)
