@@ -404,8 +404,11 @@ def recurrent_section(results: list[dict]) -> list[str]:
         return []
     lines = ["## Memory: `ppo_recurrent.py` on partially observed envs", "",
              "The NoVel envs are Gymnasium's with the velocities in the observation set to 0 (`ppo_recurrent.py` "
-             "registers them). `ppo_recurrent.py` runs at its defaults, RL Zoo's CartPoleNoVel-v1 settings; the "
-             "feed-forward `ppo_discrete.py` runs at its own, on the same env and budget. Final return as above "
+             "registers them). On CartPoleNoVel-v1, `ppo_recurrent.py` runs at its defaults, RL Zoo's settings, and "
+             "the feed-forward `ppo_discrete.py` at its own, on the same budget. On the other envs, both programs "
+             "take the flags listed below the table: RL Zoo's settings for the env, translated as "
+             "benchmarks/presets.py explains (LunarLanderNoVel-v3, with no RL Zoo figure, takes our feed-forward "
+             "LunarLander settings). The feed-forward program is `ppo_continuous.py` for Box actions. Final return as above "
              "(last 100 training episodes, mean ± std over seeds); greedy evaluation: the mean over seeds of each "
              "run's mean over 10 greedy episodes. RL Zoo (rl-baselines3-zoo `benchmark.md`): one trained "
              "RecurrentPPO agent, deterministic evaluation episodes.", "",
@@ -427,6 +430,10 @@ def recurrent_section(results: list[dict]) -> list[str]:
         per_seed = ", ".join(f"{r['final_return']:.1f} / {np.mean(r['eval_returns']):.1f}"
                              for r in sorted(cell, key=lambda r: r["seed"]))
         lines.append(f"- {env_id}, `{algo}`: {per_seed}")
+    lines += ["", "Flags of each cell (beside `--env-id` and `--seed`):", ""]
+    for (env_id, algo), cell in sorted(cells.items()):
+        flags = cell[0]["command"].split(f"--seed {cell[0]['seed']}", 1)[1].strip()  # after env and seed
+        lines.append(f"- {env_id}, `{algo}`: " + (f"`{flags}`" if flags else "its defaults"))
     lines += ["", "```bash", "python benchmarks/run.py --suite recurrent --workers 1", "```", ""]
     return lines
 
