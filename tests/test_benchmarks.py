@@ -468,15 +468,19 @@ def test_the_side_by_side_suite_runs_cleanrl_only_from_its_pinned_file(tmp_path,
 
 
 def test_the_recurrent_section_shows_memory_beside_the_feed_forward_script():
-    def result(algo, env_id, seed, final, evals):
+    def result(algo, env_id, seed, final, evals, flags=""):
         return {"suite": "recurrent", "status": "ok", "algo": algo, "env_id": env_id, "seed": seed,
-                "final_return": final, "eval_returns": evals, "total_timesteps": 99_840}
+                "final_return": final, "eval_returns": evals, "total_timesteps": 99_840,
+                "command": f"python {algo}.py --env-id {env_id} --seed {seed}{flags}"}
 
     lines = report.recurrent_section([result("ppo_recurrent", "CartPoleNoVel-v1", 1, 300.0, [500.0]),
-                                      result("ppo_discrete", "ppo_recurrent:CartPoleNoVel-v1", 1, 40.0, [30.0])])
+                                      result("ppo_discrete", "ppo_recurrent:CartPoleNoVel-v1", 1, 40.0, [30.0],
+                                             " --total-timesteps 99840")])
     rows = [line for line in lines if line.startswith("| CartPoleNoVel-v1")]
     assert rows[0].startswith("| CartPoleNoVel-v1 | `ppo_recurrent` | 1 | 99,840 | 300.0 ± 0.0 | 500.0 ± 0.0 | 500.0")
     assert rows[1].startswith("| CartPoleNoVel-v1 | `ppo_discrete` | 1 | 99,840 | 40.0 ± 0.0 | 30.0 ± 0.0 |")
+    assert "- CartPoleNoVel-v1, `ppo_discrete`: `--total-timesteps 99840`" in lines
+    assert "- CartPoleNoVel-v1, `ppo_recurrent`: its defaults" in lines
 
 
 def test_the_statistics_of_the_side_by_side_comparison():
