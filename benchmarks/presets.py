@@ -122,6 +122,12 @@ ABLATIONS = (  # the truncation cells first: they are the ones that every env ge
        for script, env_id, flags, seeds in [("ppo_continuous", "Pendulum-v1", PENDULUM, FIVE_SEEDS),
                                             ("ppo_continuous", "Hopper-v4", [], THREE_SEEDS)]]
 )
+# Value clipping (core detail 9), which Engstrom et al. (2020) and Andrychowicz et al. (2021) found
+# not to help: on CartPole-v1 (returns unscaled, so ε = 0.2 bounds each change of V to 0.2 reward
+# units), Pendulum-v1 and Hopper-v4 (rewards scaled).
+ABLATIONS += [("ppo_discrete", "CartPole-v1", ["--no-clip-vloss"], FIVE_SEEDS, "no-clip-vloss"),
+              ("ppo_continuous", "Pendulum-v1", PENDULUM + ["--no-clip-vloss"], FIVE_SEEDS, "no-clip-vloss"),
+              ("ppo_continuous", "Hopper-v4", ["--no-clip-vloss"], THREE_SEEDS, "no-clip-vloss")]
 SUITES["ablations"] = ABLATIONS
 
 # Side by side with CleanRL (issue 59): its ppo_continuous_action.py (run.py's CLEANRL, at a pinned
