@@ -19,11 +19,21 @@ out: the notes never say again what the code column says. The imports are folded
 the tooling: everything from the banner `# --- tooling: ... ---` on is in a <details> that is
 closed until the reader opens it.
 
+The code of a definition reads on without a gap, as in the file. Each section's notes start level
+with its first line of code, or just below the notes before them where those run longer. A
+definition that opens a section of its own starts level with its notes.
+
+Formulas are set in a math font at the prose's size (DejaVu Math TeX Gyre, from Debian's
+fonts-dejavu-extra, where it is installed). A script of a script is drawn as large as the first,
+and π_θ_old is written π_old, with one subscript. A name in a subscript or superscript (old, new,
+clip, CLIP) is upright, as in the prose.
+
 Step pages (reinforce-to-vpg.html, ..., vpg-to-ppo_discrete.html for a reader who skips TRPO, and
 ppo_discrete-to-ppo_recurrent.html for the branch off the reading order, BRANCHES)
 go step by step through the files in steps/ (SUBSTEPS): each step under the idea, or list of
-details, its docstring names, with the algorithm's lines it removes or adds and the differences of
-each definition above the tooling banner; then the tooling's differences, once. There a fraction
+details, its docstring names, with the algorithm's lines of code it removes or adds (its lines of
+comments and docstrings counted apart) and the differences of each definition above the tooling
+banner; then the tooling's differences, once. There a fraction
 in a `# math:` line is drawn as large as the code around it. derivations.html (docs/derivations.py)
 derives the equations beside the lines that compute them, and each `# math:` equation of a script
 page links to it.
@@ -866,8 +876,8 @@ if __name__ == "__main__":
     parser.add_argument("--screenshots", type=Path,
                         help="also save here screenshot-{1366,1920}.png of ppo_continuous.html's GAE, "
                              "screenshot-tooling-{1366,1920}.png of reinforce.html's end with its tooling "
-                             "folded, screenshot-step-{1366,1920}.png of reinforce-to-vpg.html's steps and "
-                             "screenshot-derivations-{1366,1920}.png of derivations.html's GAE")
+                             "folded, screenshot-step-{1366,1920}.png of reinforce-to-vpg.html's second step "
+                             "and screenshot-derivations-{1366,1920}.png of derivations.html's GAE returns")
     args = parser.parse_args()
     for path in build(args.out):
         print(f"wrote {path}")
@@ -884,9 +894,9 @@ if __name__ == "__main__":
             path = args.screenshots / f"screenshot-tooling-{width}.png"  # the end of train, then the fold
             screenshot(args.out / "reinforce.html", "details.tooling", path, width, block="end")
             print(f"wrote {path}")
-            path = args.screenshots / f"screenshot-step-{width}.png"  # reinforce → vpg: its 4 steps, the first
-            screenshot(args.out / "reinforce-to-vpg.html", "header", path, width)
+            path = args.screenshots / f"screenshot-step-{width}.png"  # reinforce → vpg: the rollout step
+            screenshot(args.out / "reinforce-to-vpg.html", "#step-2", path, width)
             print(f"wrote {path}")
-            path = args.screenshots / f"screenshot-derivations-{width}.png"  # GAE, its code beside it
-            screenshot(args.out / "derivations.html", "#eq-k-step", path, width)
+            path = args.screenshots / f"screenshot-derivations-{width}.png"  # GAE's ends and returns
+            screenshot(args.out / "derivations.html", "#eq-gae-ends", path, width)
             print(f"wrote {path}")
