@@ -19,11 +19,21 @@ out: the notes never say again what the code column says. The imports are folded
 the tooling: everything from the banner `# --- tooling: ... ---` on is in a <details> that is
 closed until the reader opens it.
 
+The code of a definition reads on without a gap, as in the file. Each section's notes start level
+with its first line of code, or just below the notes before them where those run longer. A
+definition that opens a section of its own starts level with its notes.
+
+Formulas are set in a math font at the prose's size (DejaVu Math TeX Gyre, from Debian's
+fonts-dejavu-extra, where it is installed). A script of a script is drawn as large as the first,
+and π_θ_old is written π_old, with one subscript. A name in a subscript or superscript (old, new,
+clip, CLIP) is upright, as in the prose.
+
 Step pages (reinforce-to-vpg.html, ..., vpg-to-ppo_discrete.html for a reader who skips TRPO, and
 ppo_discrete-to-ppo_recurrent.html for the branch off the reading order, BRANCHES)
 go step by step through the files in steps/ (SUBSTEPS): each step under the idea, or list of
-details, its docstring names, with the algorithm's lines it removes or adds and the differences of
-each definition above the tooling banner; then the tooling's differences, once. There a fraction
+details, its docstring names, with the algorithm's lines of code it removes or adds (its lines of
+comments and docstrings counted apart) and the differences of each definition above the tooling
+banner; then the tooling's differences, once. There a fraction
 in a `# math:` line is drawn as large as the code around it. derivations.html (docs/derivations.py)
 derives the equations beside the lines that compute them, and each `# math:` equation of a script
 page links to it.
@@ -86,29 +96,45 @@ header, .intro, nav.pages, .index { max-width: 1100px; margin: 0 auto; padding: 
 header h1 { font-size: 26px; margin: 20px 0 4px; }
 nav.pages { display: flex; justify-content: space-between; gap: 16px; padding-top: 10px; padding-bottom: 10px; }
 .intro pre, .notes pre { background: #f4f4f6; padding: 8px 12px; border-radius: 4px; white-space: pre-wrap; }
-.section { display: grid; grid-template-columns: minmax(0, 44em) auto; justify-content: center;
-           border-top: 1px solid #eee; }
-.section.inner { border-top: 1px dashed #f0f0f0; }
-.notes { padding: 8px 20px; background: #fafafa; border-right: 1px solid #eee; min-width: 0; }
+/* A script page: the code flows on in one column, each section's notes float to its left, at the
+   height of its code's first line or, where the notes before them run longer, just below those. A
+   definition that opens a section of its own starts below the notes before it: so notes stay
+   within their definition, and the code of a definition is never cut into islands. */
+@property --code-width { syntax: "<length>"; inherits: true; initial-value: 862px; }
+.sections { --code-width: calc(101ch + 5.5em); font: 13px ui-monospace, Menlo, Consolas, monospace;
+            --notes-width: max(180px, min(660px, 100% - var(--code-width)));
+            max-width: calc(var(--code-width) + 660px); margin: 0 auto;
+            background: linear-gradient(to right, #fafafa calc(var(--notes-width) - 1px), #eee 0 var(--notes-width), #fff 0); }
+.section:not(.inner)::before, .sections > .end { content: ""; display: block; clear: left; border-top: 1px solid #eee; }
+.section > .notes { float: left; clear: left; width: var(--notes-width); box-sizing: border-box; }
+.section > .notes:empty { display: none; }
+.section > .code { margin-left: var(--notes-width); }
+.section.inner > .notes, .section.inner > .code { border-top: 1px dashed #e6e6ea; }
+.section:has(> .notes:hover) > .code pre { background: #fdf8e4; }  /* the code that a note explains */
+.notes { padding: 8px 20px; min-width: 0; font: 15px/1.5 system-ui, sans-serif; }
 .notes p { margin: 6px 0; }
 .nowrap { white-space: nowrap; }
 .notes h3 { margin: 10px 0 4px; font-size: 16px; color: #3c3c46; }
 .notes table { border-collapse: collapse; font-size: 13.5px; width: 100%; }
 .notes td { padding: 2px 6px 2px 0; vertical-align: top; border-bottom: 1px solid #eee; overflow-wrap: anywhere; }
 .notes td:first-child { white-space: nowrap; }
-math[display="block"] { margin: 8px 0; font-size: 105%; }
-.diff math { font-size: 125%; }
+math { font-family: "DejaVu Math TeX Gyre", "STIX Two Math", "Cambria Math", "Latin Modern Math", math; }
+math[display="block"] { margin: 8px 0; }
+/* A script of a script at the size of the first (0.7 of the text), not of the second (0.5): π_old in a subscript */
+:is(msub, msup, msubsup, munder, mover, munderover, mmultiscripts) > :not(:first-child) { math-depth: 1; }
+mover:not([accent]) > mrow:nth-child(2) { padding-bottom: 0.4em; }  /* a label over =, clear of it */
+.diff pre math { font-size: 125%; }
 .diff mfrac { math-style: normal; }  /* a fraction in a code line at full size, not as small as a script */
 .code pre { margin: 0; padding: 8px 12px; font: 13px/1.45 ui-monospace, Menlo, Consolas, monospace; }
 .code { width: calc(101ch + 5.5em); font: 13px ui-monospace, Menlo, Consolas, monospace; }
 .code .ln { color: #b0b0b8; user-select: none; display: inline-block; width: 3.2em; }
 .docref { color: #8a8a99; font-style: italic; }
 .notes h4 { margin: 10px 0 2px; font-size: 14px; font-weight: normal; }
+details.tooling { clear: both; }
 details.tooling > summary { cursor: pointer; background: #f4f4f6; border-top: 2px solid #ddd; border-bottom: 2px solid #ddd;
-                            display: grid; grid-template-columns: minmax(0, 44em) auto; justify-content: center; }
-details.tooling > summary > span:first-child { grid-column: 1 / 3; padding: 14px 20px; font-size: 16px; }
-details.tooling > summary > span:first-child::before { content: "▸ "; }
-details.tooling[open] > summary > span:first-child::before { content: "▾ "; }
+                            display: block; padding: 14px 20px; font: 16px/1.5 system-ui, sans-serif; }
+details.tooling > summary::before { content: "▸ "; }
+details.tooling[open] > summary::before { content: "▾ "; }
 details.imports summary { cursor: pointer; padding: 8px 12px; color: #5a5a66; font: 13px system-ui, sans-serif; }
 code { font: 90% ui-monospace, Menlo, Consolas, monospace; background: #f0f0f3; padding: 0 3px; border-radius: 3px; }
 .index ul { padding-left: 20px; } .index li { margin: 6px 0; }
@@ -131,17 +157,21 @@ SYMBOLS = {"α": r"\alpha", "β": r"\beta", "γ": r"\gamma", "δ": r"\delta", "�
            "λ": r"\lambda", "μ": r"\mu", "π": r"\pi", "σ": r"\sigma", "τ": r"\tau", "φ": r"\phi", "Σ": r"\sum",
            "∇": r"\nabla", "−": "-", "≥": r"\geq", "≤": r"\leq", "·": r"\cdot", "∈": r"\in", "×": r"\times",
            "≈": r"\approx", "Â": r"\hat{A}", "ĝ": r"\hat{g}", "‖": r"\|", "∞": r"\infty"}
-# A short formula inside prose: one letter, then subscripts or superscripts, then an optional
-# argument: δ_t, V_θ(s_t), π_θ_old, A_{t+1}, γ^l, r_t(θ). Identifiers such as final_obs do not match.
-INLINE_MATH = re.compile(r"(?<![\w`\\])[A-Za-zα-ωΑ-ΩÂĝ∇](?:_\{[^{}\s]+\}|_[0-9A-Za-zα-ω]+|\^\{[^{}\s]+\}|\^[0-9A-Za-zα-ω]+)+"
+# A short formula inside prose: one letter (R̂ with its hat too), then subscripts or superscripts,
+# then an optional argument: δ_t, R̂_t, V_θ(s_t), π_θ_old, A_{t+1}, γ^l, r_t(θ); or a number to a
+# power, 0.8^k. Identifiers such as final_obs do not match.
+INLINE_MATH = re.compile(r"(?<![\w`\\])[A-Za-zα-ωΑ-ΩÂĝ∇]\u0302?"
+                         r"(?:_\{[^{}\s]+\}|_[0-9A-Za-zα-ω]+|\^\{[^{}\s]+\}|\^[0-9A-Za-zα-ω]+)+"
                          r"(?:\((?:[^()\s]|\([^()\s]*\))*\))?"
                          # or a letter applied to an argument with a subscript, V(s_{t+k}), kept whole
-                         r"|(?<![\w`\\])[A-Za-zα-ωΑ-Ω]\((?=[^()\s]*_)(?:[^()\s]|\([^()\s]*\))+\)")
+                         r"|(?<![\w`\\])[A-Za-zα-ωΑ-Ω]\((?=[^()\s]*_)(?:[^()\s]|\([^()\s]*\))+\)"
+                         r"|(?<![\w.`\\])[0-9]+(?:\.[0-9]+)?\^(?:\{[^{}\s]+\}|[0-9A-Za-zα-ω]+)")
 
 
 def to_latex(text: str) -> str:
     """A formula written in the scripts' plain text (Greek letters, − and ≥, words) as LaTeX."""
     text = re.sub(r"\s{2,}", " §Q§ ", text.strip())  # wide gaps separate equations on one line
+    text = re.sub(r"([A-Za-z])\u0302", r"\\hat{\1}", text)  # R̂: R and a combining hat
     # π_θ_old: a chain of subscripts (but a_t|s_t is two)
     text = re.sub(r"_([^\s_{}^()\[\],|]+)_([^\s_{}^()\[\],|]+)", r"_{\1_{\2}}", text)
     text = re.sub(r"([_^])([0-9A-Za-z]{2,})", r"\1{\2}", text)  # _old -> _{old}
@@ -173,11 +203,40 @@ def comment_lines(source: str) -> set[int]:
     return comments - code_lines
 
 
+# The policy that collected the batch, π at θ_old: written π_old, with one subscript. A subscript of
+# a subscript, π_{θ_{old}}, would be drawn at half the text's size, too small to read.
+PI_OLD = re.compile(r"\\pi\s*_\{\s*\\theta\s*_\{(?:old|\\text\{old\}|\\mathrm\{old\})\}\s*\}")
+# In a formula's subscript or superscript: a name of two letters or more, or a command that sets
+# text or a font, whose letters are left as they are.
+SCRIPT_NAME = re.compile(r"\\(?:text|mathrm|operatorname|mathbb|mathcal|mathbf)\{[^{}]*\}|\\[A-Za-z]+"
+                         r"|(?<![A-Za-z])[A-Za-z]{2,}(?![A-Za-z])")
+
+
+def upright(latex: str) -> str:
+    """A formula with π_θ_old written π_old, and with each name of two letters or more in a
+    subscript or superscript (old, new, clip, CLIP, CPI) upright, as the prose sets them: V^{clip}
+    reads as V with the name clip, not as the product c·l·i·p."""
+    latex = PI_OLD.sub(r"\\pi_{\\mathrm{old}}", latex)
+    out, k = [], 0
+    for m in re.finditer(r"[_^]\s*\{", latex):
+        if m.start() < k:
+            continue  # inside a script already re-set
+        depth, end = 1, m.end()
+        while end < len(latex) and depth:  # to the brace that closes the script
+            depth += {"{": 1, "}": -1}.get(latex[end], 0)
+            end += 1
+        script = SCRIPT_NAME.sub(lambda w: w[0] if w[0].startswith("\\") else rf"\mathrm{{{w[0]}}}",
+                                 latex[m.end():end - 1])
+        out += [latex[k:m.end()], script, "}"]
+        k = end
+    return "".join(out) + latex[k:]
+
+
 def typeset(latex: str, display: str = "inline") -> str:
     """LaTeX -> MathML, with the typography that browsers get wrong from latex2mathml's output: a
     hat drawn as a small accent (not a tall detached caret), ε rather than ϵ as in the prose, a thin
     space after log, and a displayed Σ drawn large."""
-    mathml = convert(latex.replace(r"\epsilon", r"\varepsilon"), display=display)
+    mathml = convert(upright(latex).replace(r"\epsilon", r"\varepsilon"), display=display)
     mathml = mathml.replace("<mo>&#x0005E;</mo></mover>", '<mo stretchy="false">&#x002C6;</mo></mover>')
     # Browsers centre an accent on the letter's box, which for an italic capital is left of its
     # slanted top: over Â's left stroke. A tenth of an em to the right puts the hat on the letter.
@@ -393,11 +452,10 @@ def render(name: str) -> str:
         if not folded and min(code[:1] + [notes_start] * bool(notes)) >= tooling:
             # Everything from the tooling's banner on is folded: a first reading skips it.
             folded = True
-            # (the summary spans both columns; the empty code column under it gives it their width)
-            body.append(f'<details class="tooling"><summary><span><b>Tooling, lines {tooling}–{len(lines)}</b>: '
+            body.append(f'<div class="end"></div><details class="tooling"><summary><b>Tooling, lines '
+                        f"{tooling}–{len(lines)}</b>: "
                         f"{html.escape(BANNER.match(lines[tooling - 1])[1].split(': ', 1)[1])}. Not part of "
-                        f'the algorithm, so a first reading skips it; click to open.</span><span></span>'
-                        f'<span class="code"></span></summary>')
+                        f"the algorithm, so a first reading skips it; click to open.</summary>")
         # The docstrings of the definitions in this section are read in the notes, typeset, and
         # left out of the code column, where one line says where they went.
         documented = [definitions[n] for n in code if n in definitions and ast.get_docstring(definitions[n])]
@@ -420,10 +478,10 @@ def render(name: str) -> str:
         body.append(f'<div class="section{" inner" if inner else ""}" id="{anchor}">'
                     f'<div class="notes">{above}{notes_html(notes, name, notes_start)}{below}{flags}</div>'
                     f'<div class="code">{code_html}</div></div>')
-    body.append("</details>")
+    body.append('<div class="end"></div></details>')  # (the notes of the last section end inside the fold)
     return page(f"{name}.py", f"<header><h1>{name}.py</h1><p><a href=\"index.html\">pgref</a> · "
                 f"{html.escape(SCRIPTS[name])}</p></header>\n{page_nav(name)}\n<div class=\"intro\">{intro}</div>\n"
-                + "\n".join(body) + "\n" + page_nav(name))
+                '<div class="sections">' + "\n".join(body) + "</div>\n" + page_nav(name))
 
 
 def code_row(number: int, highlighted: list[str], docs: dict[int, ast.AST]) -> str:
@@ -576,36 +634,58 @@ def step_idea(old_name: str, new_name: str, doc: str) -> tuple[str, bool]:
     raise ValueError(f"{file_of(new_name)}: no paragraph 'What changes from {old_name}.py' names its idea")
 
 
-def changed_blocks(old_name: str, new_name: str, part: str) -> tuple[list[str], int]:
+def prose_lines(source: str) -> set[int]:
+    """The lines of a file that are comments or docstrings, not code: the whole-line comments and
+    every line of each docstring (of the module, a class or a function)."""
+    lines = comment_lines(source)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node) is not None:
+            lines.update(range(node.body[0].lineno, node.body[0].end_lineno + 1))
+    return lines
+
+
+def changed_blocks(old_name: str, new_name: str, part: str) -> tuple[list[str], int, int]:
     """The diff of each definition that changed from one file to the next, in `part` (see
-    `definitions`), the algorithm's in the order of ALGORITHM_FIRST; and the number of lines
-    removed or added in all of them (a change that only re-wraps the same words counts none)."""
+    `definitions`), the algorithm's in the order of ALGORITHM_FIRST; and the number of lines of
+    code, then of comments and docstrings, removed or added in all of them (a blank line counts in
+    neither, and a change that only re-wraps the same words counts none)."""
     sources = [source_of(n) for n in (old_name, new_name)]
     old, new = (definitions(source, part) for source in sources)
     old_hl, new_hl = (highlight(source, PythonLexer(), HtmlFormatter(nowrap=True)).split("\n") for source in sources)
+    old_prose, new_prose = (prose_lines(source) for source in sources)
     replaced = {name: next((b for b in REPLACES.get(name, []) if b in old), name) if name not in old else name
                 for name in new}
-    blocks, count = [], 0  # (rank, html)
+    blocks, code, comments = [], 0, 0  # blocks: (rank, html)
+
+    def kinds(numbered: list[tuple[int, str]], prose: set[int]) -> tuple[int, int]:
+        """(lines of code, lines of comments) among some (line number, line)."""
+        written = [n for n, line in numbered if line.strip()]
+        return sum(n not in prose for n in written), sum(n in prose for n in written)
+
     for name in new:
         before = replaced[name]
         old_part = old.get(before, (1, []))
         ops = changes(old_part[1], new[name][1])
         if all(tag == "equal" for tag, *_ in ops):
             continue  # the same, or only re-wrapped
-        count += sum(i2 - i1 + j2 - j1 for tag, i1, i2, j1, j2 in ops if tag != "equal")
-        code_changed = any(not line.strip().startswith("#") for tag, i1, i2, j1, j2 in ops
-                           if tag != "equal" for line in old_part[1][i1:i2] + new[name][1][j1:j2])
+        removed = [(old_part[0] + i, old_part[1][i]) for tag, i1, i2, *_ in ops if tag != "equal" for i in range(i1, i2)]
+        added = [(new[name][0] + j, new[name][1][j]) for tag, _, _, j1, j2 in ops if tag != "equal"
+                 for j in range(j1, j2)]
+        counts = [a + b for a, b in zip(kinds(removed, old_prose), kinds(added, new_prose), strict=True)]
+        code, comments = code + counts[0], comments + counts[1]
         title = (f"<code>{name}</code>" + (f" (was <code>{before}</code>)" if before != name else "")
-                 + (" (new)" if before not in old else "") + ("" if code_changed else ": comments only"))
+                 + (" (new)" if before not in old else "") + ("" if counts[0] else ": comments only"))
         rank = ALGORITHM_FIRST.index(name) if name in ALGORITHM_FIRST else len(ALGORITHM_FIRST)
         blocks.append((rank, f"<h3>{title}</h3>" + diff_html(old_part, new[name], old_hl, new_hl)))
     for name in [n for n in old if n not in new and n not in replaced.values()]:
-        count += len(old[name][1])
+        start, gone = old[name]
+        counts = kinds(list(enumerate(gone, start)), old_prose)
+        code, comments = code + counts[0], comments + counts[1]
         rank = ALGORITHM_FIRST.index(name) if name in ALGORITHM_FIRST else len(ALGORITHM_FIRST)
         blocks.append((rank, f"<h3><code>{name}</code> (gone)</h3>" + diff_html(old[name], (1, []), old_hl, new_hl)))
     if part == "algorithm":
         blocks.sort(key=lambda b: b[0])
-    return [b for _, b in blocks], count
+    return [b for _, b in blocks], code, comments
 
 
 def course(old_name: str, new_name: str) -> list[tuple[str, str, str, bool, str]]:
@@ -660,21 +740,28 @@ def step_text(text: str) -> str:
     return "".join(out)
 
 
+def counted(code: int, comments: int) -> str:
+    """A step's size as a reader weighs it: its lines of code, and apart from them its comments."""
+    return (f"{code} line{'s' * (code != 1)} of code removed or added, and {comments} line{'s' * (comments != 1)} "
+            f"of comments and docstrings")
+
+
 def step_page(old_name: str, new_name: str) -> str:
     hops = course(old_name, new_name)
     sections, items = [], []
     for k, (a, b, idea, one, paragraph) in enumerate(hops, 1):
-        blocks, count = changed_blocks(a, b, "algorithm")
+        blocks, code, comments = changed_blocks(a, b, "algorithm")
         name = f"step {k} of {len(hops)}: " if len(hops) > 1 else ""
         kind = "one idea" if one else "not one idea"
         items.append(f'<li><a href="#step-{k}">{file_of(a)} → {file_of(b)}</a>: {prose(idea)} '
-                     f"({kind}; {count} lines removed or added)</li>")
+                     f"({kind}; {counted(code, comments)})</li>")
         sections.append(f'<h2 id="step-{k}">{name.capitalize()}{file_of(a)} → {file_of(b)}: {prose(idea)}</h2>'
-                        f'<p class="count">{count} lines of the algorithm removed or added (above the tooling banner; '
-                        f"a change that only re-wraps a comment counts none)</p>"
+                        f'<p class="count">{counted(code, comments)}, in the algorithm (above the tooling '
+                        f"banner; blank lines count in neither, and a change that only re-wraps a comment counts "
+                        f"none)</p>"
                         f"{step_text(paragraph)}"
                         + ("".join(blocks) or "<p>No difference.</p>"))
-    rest, _ = changed_blocks(old_name, new_name, "tooling")
+    rest, *_ = changed_blocks(old_name, new_name, "tooling")
     if len(hops) > 1:
         files = ", ".join(f"<code>{file_of(b)}</code>" for _, b, *_ in hops[:-1])
         learns = " (on Pendulum-v1 with the flags in its docstring)" if new_name == "ppo_continuous" else ""
@@ -789,8 +876,8 @@ if __name__ == "__main__":
     parser.add_argument("--screenshots", type=Path,
                         help="also save here screenshot-{1366,1920}.png of ppo_continuous.html's GAE, "
                              "screenshot-tooling-{1366,1920}.png of reinforce.html's end with its tooling "
-                             "folded, screenshot-step-{1366,1920}.png of reinforce-to-vpg.html's steps and "
-                             "screenshot-derivations-{1366,1920}.png of derivations.html's GAE")
+                             "folded, screenshot-step-{1366,1920}.png of reinforce-to-vpg.html's second step "
+                             "and screenshot-derivations-{1366,1920}.png of derivations.html's GAE returns")
     args = parser.parse_args()
     for path in build(args.out):
         print(f"wrote {path}")
@@ -807,9 +894,9 @@ if __name__ == "__main__":
             path = args.screenshots / f"screenshot-tooling-{width}.png"  # the end of train, then the fold
             screenshot(args.out / "reinforce.html", "details.tooling", path, width, block="end")
             print(f"wrote {path}")
-            path = args.screenshots / f"screenshot-step-{width}.png"  # reinforce → vpg: its 4 steps, the first
-            screenshot(args.out / "reinforce-to-vpg.html", "header", path, width)
+            path = args.screenshots / f"screenshot-step-{width}.png"  # reinforce → vpg: the rollout step
+            screenshot(args.out / "reinforce-to-vpg.html", "#step-2", path, width)
             print(f"wrote {path}")
-            path = args.screenshots / f"screenshot-derivations-{width}.png"  # GAE, its code beside it
-            screenshot(args.out / "derivations.html", "#eq-k-step", path, width)
+            path = args.screenshots / f"screenshot-derivations-{width}.png"  # GAE's ends and returns
+            screenshot(args.out / "derivations.html", "#eq-gae-ends", path, width)
             print(f"wrote {path}")

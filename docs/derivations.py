@@ -622,8 +622,8 @@ CSS = """
 .derivations h2 { font-size: 21px; margin: 34px 24px 6px; padding-top: 8px; border-top: 2px solid #ddd; }
 .dstep { display: grid; grid-template-columns: minmax(0, 44em) minmax(0, 1fr); column-gap: 20px; padding: 0 24px; }
 .dstep > .derivation p { margin: 8px 0; }
-.eqn { display: flex; align-items: center; gap: 12px; }
-.eqn > math { flex: 1 1 auto; min-width: 0; }
+.eqn { display: flex; flex-wrap: wrap; align-items: center; justify-content: flex-end; column-gap: 12px; }
+.eqn > math { flex: 1 0 auto; min-width: 0; }  /* a wide equation whole, and its number below it */
 .eqn mtd { math-style: normal; } .eqn mtd[columnalign="right"] { text-align: right; }
 .eqn mtd[columnalign="left"] { text-align: left; } .eqn mtd[columnalign="center"] { text-align: center; }
 .eqno { color: #5a5a66; white-space: nowrap; }

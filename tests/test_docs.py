@@ -2,6 +2,7 @@
 converts, and in a real browser (Debian's headless Chromium) every formula is typeset."""
 
 import html
+import itertools
 import re
 import shutil
 import subprocess
@@ -308,3 +309,104 @@ def test_what_a_reader_sees_in_a_real_browser(width, tmp_path):
         assert Path(tmp_path / "index.png").stat().st_size > 5_000
     finally:
         driver.quit()
+
+
+# Every glyph of a formula drawn smaller than 9 px, with every fold opened: (its text, its size,
+# the formula). A script of a script (π_{θ_old}, 𝔼_{a∼π_old}) would be half the text's size.
+SMALL_GLYPHS = """document.querySelectorAll('details').forEach(d => d.open = true);
+    return Array.from(document.querySelectorAll('math mi, math mn, math mo, math mtext')).filter(e =>
+        e.getClientRects().length && parseFloat(getComputedStyle(e).fontSize) < 9).map(e =>
+        [e.textContent, getComputedStyle(e).fontSize, e.closest('math').textContent.slice(0, 40)])"""
+# The words that a formula's letters spell, in italic and upright: each run of italic single
+# letters (the browser's math-auto), and each run of upright ones (text, or letters set upright).
+WORDS = """const runs = {italic: [], upright: []};
+    for (const m of document.querySelectorAll('math')) {
+        let kind = null, word = '';
+        for (const e of m.querySelectorAll('mi, mn, mo, mtext')) {
+            const k = e.tagName == 'mi' || e.tagName == 'mtext'
+                ? (getComputedStyle(e).textTransform == 'math-auto' && e.textContent.length == 1 ? 'italic' : 'upright')
+                : null;
+            if (k != kind && word) { runs[kind].push(word); word = ''; }
+            kind = k;
+            if (k) word += e.textContent;
+        }
+        if (word) runs[kind].push(word);
+    }
+    return runs"""
+# Each formula outside a code line whose font size is not that of the text around it: (the
+# formula, its size, the text's).
+MATH_SIZES = """return Array.from(document.querySelectorAll('math')).filter(m => !m.closest('pre')).map(m =>
+    [m.textContent.slice(0, 40), getComputedStyle(m).fontSize, getComputedStyle(m.parentElement).fontSize])
+    .filter(([, own, around]) => own != around)"""
+# The height of an x in the formulas' font and in the prose's, set at 100 px.
+X_HEIGHTS = """const c = document.createElement('canvas').getContext('2d'), m = document.querySelector('p math');
+    const x = family => { c.font = '100px ' + family; return c.measureText('x').actualBoundingBoxAscent; };
+    return [x(getComputedStyle(m).fontFamily), x(getComputedStyle(m.closest('p')).fontFamily)]"""
+# Each section of a script page, with every fold opened: its id, whether it goes on with the
+# definition before it (class "inner"), the top and bottom of its lines of code, and its notes'
+# top and bottom (null if it has none), in px.
+FLOW = """document.querySelectorAll('details').forEach(d => d.open = true);
+    return Array.from(document.querySelectorAll('.section')).map(s => {
+        const c = s.querySelector('.code').firstElementChild.getBoundingClientRect();
+        const n = s.querySelector('.notes').getBoundingClientRect();
+        return [s.id, s.classList.contains('inner'), c.top, c.bottom, n.height ? n.top : null, n.bottom]; })"""
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") and shutil.which("chromedriver")),
+                    reason="needs Debian's chromium and chromium-driver (.ci/run installs them)")
+@pytest.mark.parametrize("width", [1366, 1920])
+def test_formulas_read_at_the_size_of_the_text_and_code_flows_on(width):
+    """At 1366 and 1920 px, on every page: no glyph of a formula under 9 px; the names in formulas
+    (old, new, clip, CLIP) upright, as the prose sets them; each formula outside a code line at the
+    size of the text around it; every formula typeset (no δ_t or 0.8^k left as text). On a script
+    page the code of a definition flows on without a gap, and each section's notes start level
+    with its code or below the notes before them, never above their code or over other notes."""
+    driver = build.browser(width, 768 if width == 1366 else 1080)
+    italic, upright = [], []
+    try:
+        for name in PAGES + ["derivations.html"]:
+            driver.get((ROOT / "docs" / name).resolve().as_uri())
+            assert driver.execute_script(SMALL_GLYPHS) == [], (name, width)
+            words = driver.execute_script(WORDS)
+            italic += words["italic"]
+            upright += words["upright"]
+            assert driver.execute_script(MATH_SIZES) == [], (name, width)
+            if name[:-5] not in build.SCRIPTS:
+                continue
+            sections = driver.execute_script(FLOW)
+            for (_, _, _, bottom, *_), (anchor, inner, top, _, _, _) in itertools.pairwise(sections):
+                assert not inner or abs(top - bottom) <= 1, (name, width, anchor, top - bottom)
+            notes = [(anchor, code_top, top, bottom) for anchor, _, code_top, _, top, bottom in sections if top is not None]
+            for (_, _, _, above), (anchor, code_top, top, _) in itertools.pairwise(notes):
+                assert top >= code_top - 1 and top >= above - 1, (name, width, anchor, code_top, top, above)
+    finally:
+        driver.quit()
+    spelled = [word for word in italic if re.search("old|new|clip|CLIP", word)]
+    assert not spelled, spelled[:5]
+    assert {"old", "new", "clip", "CLIP"} <= {w for word in upright for w in re.findall("old|new|clip|CLIP", word)}
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") and shutil.which("chromedriver") and shutil.which("fc-list")
+                         and "DejaVu Math TeX Gyre" in subprocess.run(["fc-list", ":", "family"], capture_output=True,
+                                                                      text=True).stdout),
+                    reason="needs chromium, chromium-driver and fonts-dejavu-extra (.ci/run installs them)")
+def test_formulas_are_set_in_a_font_as_large_as_the_prose():
+    """The formulas' font draws an x within a tenth of the height of the prose's x: at the same
+    font size a formula reads as large as the sentence around it (Liberation Serif, the browser's
+    fallback, draws it a sixth smaller)."""
+    driver = build.browser(1366, 768)
+    try:
+        driver.get((ROOT / "docs" / "ppo_discrete.html").resolve().as_uri())
+        formula, prose = driver.execute_script(X_HEIGHTS)
+    finally:
+        driver.quit()
+    assert 0.9 <= formula / prose <= 1.1, (formula, prose)
+
+
+def test_every_formula_in_the_prose_is_typeset():
+    """No formula is left as text outside code: a letter, R̂ or a number followed by _ or ^."""
+    written = re.compile(r"(?<![\w.])(?:[A-Za-zα-ωΑ-Ω]\u0302?|\d+(?:\.\d+)?)[_^][\w{(]")
+    for page in sorted((ROOT / "docs").glob("*.html")):
+        shown = re.sub(r"<(style|math|code|pre|summary)\b.*?</\1>", "", page.read_text(), flags=re.S)
+        left = written.findall(text(shown))
+        assert not left, (page.name, left[:5])
