@@ -122,6 +122,7 @@ code { font: 90% ui-monospace, Menlo, Consolas, monospace; background: #f0f0f3; 
 .diff .ln { color: #b0b0b8; user-select: none; display: inline-block; width: 3.2em; text-align: right; padding-right: 0.6em; }
 .diff .add { background: #e6f7e6; } .diff .del { background: #fbe9e9; } .diff .hunk { color: #8a8a99; }
 .notes .eq { display: flex; flex-wrap: wrap; align-items: center; justify-content: center; column-gap: 10px; }
+.notes p.backlinks { font-size: 12.5px; text-align: right; }
 .notes .eq > math { min-width: 0; } .notes a.derivation { font-size: 12.5px; white-space: nowrap; text-decoration: none; }
 .code .line:target { background: #fff3b0; } .code .line { scroll-margin-top: 30vh; }
 """
@@ -417,9 +418,10 @@ def render(name: str) -> str:
             code_html = f"<pre>{code_html}</pre>"
         inner = bool(code) and not any(n in top_level for n in code[:1]) and not notes_starts_part(notes)
         anchor = f"L{code[0]}" if code else f"N{len(body)}"  # link to a section by its first line: page.html#L120
+        cell = f"{above}{notes_html(notes, name, notes_start)}{below}{flags}"
+        cell += derivations.code_backlinks(name, set(code), cell)  # the equations this code computes
         body.append(f'<div class="section{" inner" if inner else ""}" id="{anchor}">'
-                    f'<div class="notes">{above}{notes_html(notes, name, notes_start)}{below}{flags}</div>'
-                    f'<div class="code">{code_html}</div></div>')
+                    f'<div class="notes">{cell}</div><div class="code">{code_html}</div></div>')
     body.append("</details>")
     return page(f"{name}.py", f"<header><h1>{name}.py</h1><p><a href=\"index.html\">pgref</a> · "
                 f"{html.escape(SCRIPTS[name])}</p></header>\n{page_nav(name)}\n<div class=\"intro\">{intro}</div>\n"
