@@ -718,28 +718,31 @@ def index() -> str:
                          "from vpg.py to ppo_discrete.py</a></li>")
     nl = "\n"
     return page("pgref: annotated scripts", f"""<header><h1>pgref: the scripts, annotated</h1></header>
-<div class="index"><p>Each page shows one script, cut into sections. On the left are its whole-line comments (the
-<code># math:</code> lines typeset as equations) and its functions' and classes' docstrings, moved out of the
-code; on the right the code they explain, with the file's line numbers and its end-of-line comments (a moved
-docstring leaves one line saying where it went). The module docstring opens the page, the flags' docstrings
-become their table, and the imports and the tooling are folded. Each <code># math:</code> equation links to
-<a href="derivations.html">the derivations</a>, one page from the policy-gradient theorem to the clipped
-surrogate (then the pieces), which shows beside each equation that a script computes the lines that compute
-it. Read the scripts in this order; between two, a step page shows what changes from one to the next; where
-that is more than one idea, it goes in steps through files in <code>steps/</code>, each the algorithm alone,
-which run and learn; each step is one idea but two lists of details (PPO's reference code, CleanRL's MuJoCo
-defaults).</p>
+<div class="index"><p>Each page shows one script, cut into sections. On the left are its whole-line
+comments and its functions' and classes' docstrings, moved out of the code. The <code># math:</code> lines
+are typeset as equations there. On the right is the code they explain, with the file's line numbers and its
+end-of-line comments. A moved docstring leaves one line saying where it went. The module docstring opens
+the page, and the flags' docstrings become their table. The imports and the tooling are folded.</p>
+<p><a href="derivations.html">The derivations</a> are one page, from the policy gradient of an episode to
+the clipped surrogate, then the pieces. Beside each equation that a script computes, they show the lines that
+compute it. Each section of a script page that computes an equation links back to it.</p>
+<p>Read the scripts in this order. Between two, a step page shows what changes from one to the next. Where
+that is more than one idea, it goes in steps through files in <code>steps/</code>. Each is the algorithm alone,
+and each runs and learns. Most steps bring one idea. Four do not, and their pages say so. Two bring the
+details of a list: PPO's reference code, and CleanRL's MuJoCo defaults. Two bring two ideas each:
+<code>steps/vpg_2_rollout.py</code> cuts the batch at T steps and bootstraps time-limit truncations, and
+<code>steps/ppo_continuous_2_norm.py</code> normalises observations and scales rewards.</p>
 <ul>
 {nl.join(items)}
 </ul>
-<p>REINFORCE weights each log-probability by the return that followed; VPG replaces that return by
-an advantage measured against a learned critic; TRPO bounds how far one update may move the
-policy, a mean KL of δ, and steps along the natural gradient to the edge of that region; PPO
-replaces the constraint by a clip of the probability ratio inside the loss, so that the loss stops
-rewarding a policy that moves further from the one that collected the data, and with first-order
-steps reuses each batch for several epochs; the continuous PPO adds a Gaussian policy and the
-normalisation MuJoCo needs. The recurrent PPO branches off the discrete one: an LSTM gives the policy
-and the critic a memory, for envs whose observation leaves out what the agent must remember.</p></div>""")
+<p>REINFORCE weights each log-probability by the return that followed. VPG replaces that return by
+an advantage measured against a learned critic. TRPO bounds how far one update may move the policy, to a
+mean KL of δ. It steps along the natural gradient to the edge of that region. PPO replaces the constraint by
+a clip of the probability ratio inside the loss. The loss then stops rewarding a policy that moves further
+from the one that collected the data. With first-order steps, PPO reuses each batch for several epochs. The
+continuous PPO adds a Gaussian policy and the normalisation MuJoCo needs. The recurrent PPO branches off the
+discrete one. An LSTM gives its policy and critic a memory, for envs whose observation leaves out what the
+agent must remember.</p></div>""")
 
 
 def browser(width: int = 1366, height: int = 768):
