@@ -122,7 +122,7 @@ code { font: 90% ui-monospace, Menlo, Consolas, monospace; background: #f0f0f3; 
 .diff .ln { color: #b0b0b8; user-select: none; display: inline-block; width: 3.2em; text-align: right; padding-right: 0.6em; }
 .diff .add { background: #e6f7e6; } .diff .del { background: #fbe9e9; } .diff .hunk { color: #8a8a99; }
 .notes .eq { display: flex; flex-wrap: wrap; align-items: center; justify-content: center; column-gap: 10px; }
-.notes p.backlinks { font-size: 12.5px; text-align: right; }
+.notes .backlinks { font-size: 12.5px; text-align: right; margin: 6px 0; }
 .notes .eq > math { min-width: 0; } .notes a.derivation { font-size: 12.5px; white-space: nowrap; text-decoration: none; }
 .code .line:target { background: #fff3b0; } .code .line { scroll-margin-top: 30vh; }
 """

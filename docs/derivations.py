@@ -902,7 +902,7 @@ def code_backlinks(script: str, code: set[int], notes: str) -> str:
         links = ", ".join(f'<a href="{PAGE}#{eq_id}" title="{html.escape(f"{s}. {SECTIONS[s - 1].title}, equation ({s}.{e})")}">'
                           f"({s}.{e})</a>" for e, eq_id in found)
         parts.append(f"§{s} {links}")
-    return f'<p class="backlinks">↗ derivation: {" · ".join(parts)}</p>'
+    return f'<div class="backlinks">↗ derivation: {" · ".join(parts)}</div>'
 
 
 def impl_html(codes: list[Code]) -> str:
