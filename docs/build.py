@@ -148,6 +148,7 @@ code { font: 90% ui-monospace, Menlo, Consolas, monospace; background: #f0f0f3; 
 .diff .ln { color: #b0b0b8; user-select: none; display: inline-block; width: 3.2em; text-align: right; padding-right: 0.6em; }
 .diff .add { background: #e6f7e6; } .diff .del { background: #fbe9e9; } .diff .hunk { color: #8a8a99; }
 .notes .eq { display: flex; flex-wrap: wrap; align-items: center; justify-content: center; column-gap: 10px; }
+.notes .backlinks { font-size: 12.5px; text-align: right; margin: 6px 0; }
 .notes .eq > math { min-width: 0; } .notes a.derivation { font-size: 12.5px; white-space: nowrap; text-decoration: none; }
 .code .line:target { background: #fff3b0; } .code .line { scroll-margin-top: 30vh; }
 """
@@ -475,8 +476,10 @@ def render(name: str) -> str:
             code_html = f"<pre>{code_html}</pre>"
         inner = bool(code) and not any(n in top_level for n in code[:1]) and not notes_starts_part(notes)
         anchor = f"L{code[0]}" if code else f"N{len(body)}"  # link to a section by its first line: page.html#L120
+        cell = f"{above}{notes_html(notes, name, notes_start)}{below}{flags}"
+        cell += derivations.code_backlinks(name, set(code), cell)  # the equations this code computes
         body.append(f'<div class="section{" inner" if inner else ""}" id="{anchor}">'
-                    f'<div class="notes">{above}{notes_html(notes, name, notes_start)}{below}{flags}</div>'
+                    f'<div class="notes">{cell}</div>'
                     f'<div class="code">{code_html}</div></div>')
     body.append('<div class="end"></div></details>')  # (the notes of the last section end inside the fold)
     return page(f"{name}.py", f"<header><h1>{name}.py</h1><p><a href=\"index.html\">pgref</a> · "
@@ -803,28 +806,31 @@ def index() -> str:
                          "from vpg.py to ppo_discrete.py</a></li>")
     nl = "\n"
     return page("pgref: annotated scripts", f"""<header><h1>pgref: the scripts, annotated</h1></header>
-<div class="index"><p>Each page shows one script, cut into sections. On the left are its whole-line comments (the
-<code># math:</code> lines typeset as equations) and its functions' and classes' docstrings, moved out of the
-code; on the right the code they explain, with the file's line numbers and its end-of-line comments (a moved
-docstring leaves one line saying where it went). The module docstring opens the page, the flags' docstrings
-become their table, and the imports and the tooling are folded. Each <code># math:</code> equation links to
-<a href="derivations.html">the derivations</a>, one page from the policy-gradient theorem to the clipped
-surrogate (then the pieces), which shows beside each equation that a script computes the lines that compute
-it. Read the scripts in this order; between two, a step page shows what changes from one to the next; where
-that is more than one idea, it goes in steps through files in <code>steps/</code>, each the algorithm alone,
-which run and learn; each step is one idea but two lists of details (PPO's reference code, CleanRL's MuJoCo
-defaults).</p>
+<div class="index"><p>Each page shows one script, cut into sections. On the left are its whole-line
+comments and its functions' and classes' docstrings, moved out of the code. The <code># math:</code> lines
+are typeset as equations there. On the right is the code they explain, with the file's line numbers and its
+end-of-line comments. A moved docstring leaves one line saying where it went. The module docstring opens
+the page, and the flags' docstrings become their table. The imports and the tooling are folded.</p>
+<p><a href="derivations.html">The derivations</a> are one page, from the policy gradient of an episode to
+the clipped surrogate, then the pieces. Beside each equation that a script computes, they show the lines that
+compute it. Each section of a script page that computes an equation links back to it.</p>
+<p>Read the scripts in this order. Between two, a step page shows what changes from one to the next. Where
+that is more than one idea, it goes in steps through files in <code>steps/</code>. Each is the algorithm alone,
+and each runs and learns. Most steps bring one idea. Four do not, and their pages say so. Two bring the
+details of a list: PPO's reference code, and CleanRL's MuJoCo defaults. Two bring two ideas each:
+<code>steps/vpg_2_rollout.py</code> cuts the batch at T steps and bootstraps time-limit truncations, and
+<code>steps/ppo_continuous_2_norm.py</code> normalises observations and scales rewards.</p>
 <ul>
 {nl.join(items)}
 </ul>
-<p>REINFORCE weights each log-probability by the return that followed; VPG replaces that return by
-an advantage measured against a learned critic; TRPO bounds how far one update may move the
-policy, a mean KL of δ, and steps along the natural gradient to the edge of that region; PPO
-replaces the constraint by a clip of the probability ratio inside the loss, so that the loss stops
-rewarding a policy that moves further from the one that collected the data, and with first-order
-steps reuses each batch for several epochs; the continuous PPO adds a Gaussian policy and the
-normalisation MuJoCo needs. The recurrent PPO branches off the discrete one: an LSTM gives the policy
-and the critic a memory, for envs whose observation leaves out what the agent must remember.</p></div>""")
+<p>REINFORCE weights each log-probability by the return that followed. VPG replaces that return by
+an advantage measured against a learned critic. TRPO bounds how far one update may move the policy, to a
+mean KL of δ. It steps along the natural gradient to the edge of that region. PPO replaces the constraint by
+a clip of the probability ratio inside the loss. The loss then stops rewarding a policy that moves further
+from the one that collected the data. With first-order steps, PPO reuses each batch for several epochs. The
+continuous PPO adds a Gaussian policy and the normalisation MuJoCo needs. The recurrent PPO branches off the
+discrete one. An LSTM gives its policy and critic a memory, for envs whose observation leaves out what the
+agent must remember.</p></div>""")
 
 
 def browser(width: int = 1366, height: int = 768):

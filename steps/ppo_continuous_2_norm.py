@@ -10,14 +10,19 @@ then sets to CleanRL's for MuJoCo. Comments that name the tooling (evaluation, i
 checkpoints) speak of the scripts, whose tooling this file leaves out. Like the step before, it
 learns Pendulum-v1 with the flags of steps/ppo_continuous_1_gaussian.py's docstring.
 
-What changes from ppo_continuous_1_gaussian.py, one idea: observations and rewards normalised by
-running statistics. MuJoCo's observation features differ in scale by orders of magnitude and its
-rewards by env, while the networks and the step size suit inputs and targets of order 1. Each
-feature of an observation is normalised by its running mean and std (`Agent.normalize_obs`, kept
-with the weights, since the policy acts on normalised inputs), and each reward divided by the
-running std of a discounted sum of past rewards (`RewardScaler`), each clipped to ±10 as in the
-reference code; `--no-norm-obs` and `--no-norm-reward` switch them off. A truncated episode's final
-observation is normalised without updating the statistics, since the policy never acts on it.
+What changes from ppo_continuous_1_gaussian.py: two ideas, observations normalised and rewards
+scaled, each by running statistics. MuJoCo's observation features differ in scale by orders of
+magnitude, and its rewards differ by env. The networks and the step size suit inputs and targets
+of order 1. Each mechanism has its own flag:
+- Observation normalisation (`--no-norm-obs` switches it off). Each feature of an observation
+  is normalised by its running mean and std (`Agent.normalize_obs`). The statistics are kept
+  with the weights, since the policy acts on normalised inputs. A truncated episode's final
+  observation is normalised without updating the statistics, since the policy never acts on it.
+- Reward scaling (`--no-norm-reward` switches it off). Each reward is divided by the running std
+  of a discounted sum of past rewards (`RewardScaler`).
+Both are clipped to ±10, as in the reference code. benchmarks/ABLATIONS.md measures the two apart:
+reward scaling helps on Pendulum-v1 and Hopper-v4, and observation normalisation makes no
+difference it can see on either.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """

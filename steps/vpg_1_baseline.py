@@ -1,10 +1,11 @@
 """REINFORCE with a learned baseline: sub-step 1 of 4 from reinforce.py to vpg.py.
 
-The step from reinforce.py to vpg.py brings four ideas. The folder steps/ splits it into four
-sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself.
-Each file is the training algorithm only, the part of reinforce.py and vpg.py above their tooling
-(no input checks, evaluation or checkpoints; comments that name the tooling speak of the scripts),
-and runs with `python steps/vpg_1_baseline.py`.
+The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into four
+sub-steps: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself. Each brings one
+idea, except vpg_2_rollout.py, which brings two: the cut batch and the truncation bootstrap. Each
+file is the training algorithm only: the part of reinforce.py and vpg.py above their tooling. It
+has no input checks, evaluation or checkpoints, and comments that name the tooling speak of the
+scripts. It runs with `python steps/vpg_1_baseline.py`.
 
 What changes from reinforce.py, one idea: a learned baseline. REINFORCE weights each
 log-probability by the return G_t, whose variance grows with the episode. Here the weight is
@@ -19,8 +20,9 @@ which usually lowers the variance a lot (the baseline of least variance weights 
 |∇ log π|², so V is not quite it, but it is the usual choice). V comes from the critic as it was
 before this batch, so it does not depend on the batch's actions. The rest stays reinforce.py's:
 batches of complete episodes, a time-limit cut taken as the episode's end, and no normalisation
-by default (`--norm-adv` normalises Â_t as `--norm-returns` did G_t), so a run shows the
-baseline's effect alone.
+by default (`--norm-adv` normalises Â_t as `--norm-returns` did G_t). The baseline is thus the
+only change. On CartPole-v1 its effect is small: at the tests' budget (150k steps, seed 1)
+reinforce.py reaches 379 and this file 384.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """

@@ -1,27 +1,33 @@
 """VPG with T-step batches: sub-step 2 of 4 from reinforce.py to vpg.py.
 
-The step from reinforce.py to vpg.py brings four ideas. The folder steps/ splits it into four
-sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself.
-Each file is the training algorithm only, the part of reinforce.py and vpg.py above their tooling
-(no input checks, evaluation or checkpoints; comments that name the tooling speak of the scripts),
-and runs with `python steps/vpg_2_rollout.py`.
+The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into four
+sub-steps: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself. Each brings one
+idea, except vpg_2_rollout.py, which brings two: the cut batch and the truncation bootstrap. Each
+file is the training algorithm only: the part of reinforce.py and vpg.py above their tooling. It
+has no input checks, evaluation or checkpoints, and comments that name the tooling speak of the
+scripts. It runs with `python steps/vpg_2_rollout.py`.
 
-What changes from vpg_1_baseline.py, one idea: a batch of a fixed T steps per env, cut
-mid-episode, bootstrapped. With a critic, V can stand in for the rewards a batch does not hold,
-so a batch need not end with its episodes: each of the N envs takes T = `num_steps` steps
-(N·T = 4000 in all, stored in (T, N) arrays), and an episode the batch cuts goes on in the
-next batch. Where an episode is cut, by a time limit (truncation) or by the batch's end, the
-return is bootstrapped with V of the observation that follows; with k the number of steps from
-t to the cut,
+What changes from vpg_1_baseline.py: two ideas, a batch of T steps per env cut mid-episode, and
+the bootstrap of time-limit truncations. With a critic, V can stand in for the rewards a batch
+does not hold. So a batch need not end with its episodes. Each of the N envs takes T =
+`num_steps` steps, stored in (T, N) arrays, and an episode the batch cuts goes on in the next
+batch. The batch also shrinks from vpg_1_baseline.py's 5,000 steps to Spinning Up's N·T = 4,000.
+Where an episode is cut, its return is bootstrapped with V of the observation that follows.
+With k the number of steps from t to the cut,
 
     R̂_t = Σ_{l<k} γ^l r_{t+l} + γ^k V(s_{t+k}),
 
 with no V term where the episode terminates within the batch. The policy's weights are R̂_t −
-V(s_t), and the critic regresses on R̂_t. Every step taken enters a batch (vpg_1_baseline.py drops
-those taken while its batch's last episodes run to their end), a time-limit cut is no longer taken
-for the episode's end (Pardo et al. 2018), and the loss is a mean over a fixed B = N·T steps
-(vpg_1_baseline.py's B overshoots batch_size by the episodes still running). The price: where V is
-inexact, the bootstrapped R̂_t is biased, by γ^k times V's error at the cut.
+V(s_t), and the critic regresses on R̂_t. Two kinds of cut are bootstrapped this way, and they
+are two ideas:
+- The batch's end. Every step taken now enters a batch. vpg_1_baseline.py drops those taken
+  while its batch's last episodes run to their end. The loss is a mean over a fixed B = N·T
+  steps, where vpg_1_baseline.py's B overshoots batch_size by the episodes still running.
+- A time limit (truncation). It is no longer taken for the episode's end (Pardo et al. 2018):
+  its last step is bootstrapped with V of the real final observation. Batches of whole episodes,
+  as in vpg_1_baseline.py, could have this bootstrap too.
+The price: where V is inexact, the bootstrapped R̂_t is biased, by γ^k times V's error at the
+cut.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """

@@ -1,10 +1,11 @@
 """VPG with GAE-λ advantages: sub-step 3 of 4 from reinforce.py to vpg.py.
 
-The step from reinforce.py to vpg.py brings four ideas. The folder steps/ splits it into four
-sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself.
-Each file is the training algorithm only, the part of reinforce.py and vpg.py above their tooling
-(no input checks, evaluation or checkpoints; comments that name the tooling speak of the scripts),
-and runs with `python steps/vpg_3_gae.py`.
+The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into four
+sub-steps: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself. Each brings one
+idea, except vpg_2_rollout.py, which brings two: the cut batch and the truncation bootstrap. Each
+file is the training algorithm only: the part of reinforce.py and vpg.py above their tooling. It
+has no input checks, evaluation or checkpoints, and comments that name the tooling speak of the
+scripts. It runs with `python steps/vpg_3_gae.py`.
 
 What changes from vpg_2_rollout.py, one idea: GAE-λ advantages. R̂_t − V(s_t) sums every
 reward up to the cut, so its variance tends to grow with the steps to it. Generalised advantage

@@ -181,6 +181,34 @@ def test_every_math_line_links_back_to_a_section_that_links_its_code(pages):
         assert backlinks == equations == len(math_lines) >= 4, (name, backlinks, equations, len(math_lines))
 
 
+def test_every_line_that_computes_an_equation_links_back_to_it(pages):
+    """Each line that derivations.html links as computing an equation sits in a section of its
+    script's page whose notes link back to that equation: by a `# math:` line, or by the line of
+    links under the notes. So every function that computes an equation (compute_gae,
+    compute_returns, mean_kl, line_search, ...) links to its derivation; the PPO pages to GAE."""
+    for eq_id, found in equation_links(pages["derivations"]).items():
+        for script, number in found:
+            chunk = next(c for c in pages[script].split('<div class="section')[1:] if f'id="line-{number}"' in c)
+            notes = chunk.partition('<div class="code">')[0]
+            assert f'href="derivations.html#{eq_id}"' in notes, f"{script}.html, line {number}: no link back to {eq_id}"
+    for name in PPO:
+        assert 'href="derivations.html#eq-gae-recursion"' in pages[name], name
+
+
+def test_the_derivations_link_each_step_file_to_its_step(pages):
+    """The text links each file of steps/ to the step of the course that brings it, on a step page
+    that has that step; a link to a file that no step leads to stops the build."""
+    links = re.findall(r'<a class="steplink" href="([\w-]+)\.html#(step-\d+)"[^>]*>([\w/.]+)</a>', pages["derivations"])
+    linked = {shown for _, _, shown in links}
+    assert {f"steps/{p.name}" for p in (ROOT / "steps").glob("*.py")} <= linked, sorted(linked)
+    for page, anchor, shown in links:
+        step = build.step_page(*page.split("-to-"))
+        heading = re.search(rf'<h2 id="{anchor}">(.*?)</h2>', step)
+        assert heading and f"→ {shown}:" in heading[1], (page, anchor, shown)
+    with pytest.raises(ValueError, match="no step of the course"):
+        derivations.text("{step:no_such_file}")
+
+
 def test_a_mapping_that_no_longer_resolves_stops_the_build(monkeypatch):
     # a piece of text that is in no line of the definition, or in two
     for code in (derivations.Code("vpg", "compute_gae", "no such line"), derivations.Code("vpg", "compute_gae", "advantages"),
