@@ -4,20 +4,30 @@
     python exercises/grade.py exercises/student --exercise 4    # one
     python exercises/grade.py exercises/student --no-learning   # skip the learning runs
 
-Each check prints at most one line: ✓; ✗ with the property that failed, the mistake it points to,
-in words, and the equation to compare with; or what your code raised. An unwritten exercise is said
-once per file. A later check of the same exercise and file that fails too says only that: the
-mistake named first may be its cause. The checks are the project's tests (tests/) and checks
-written for the exercises, run on your files: values worked out by hand, independent reference
-implementations, and, where it applies, the exact policy gradient of a small MDP. Exercises 10-12
-(blocks inside train, a line of trpo_step, its acceptable() and line_search) are checked by running
-your code and looking at what it did: a rollout and PPO updates through your train, trpo_step on a
-fixed batch, line_search on two weights; there, the other exercises' code is the reference's (a
-block of another exercise that you have written stays yours). Exercise 13 (Agent.unroll of
-ppo_recurrent.py) is checked against the agent's own LSTMs stepped one at a time, then through two
-short trainings. Once every exercise of a script passes, your own script trains on CartPole-v1 and
-must reach a mean return of 200 (InvertedPendulum-v4 for ppo_continuous.py, CartPoleNoVel-v1 for
-ppo_recurrent.py).
+What it prints. A property checked in several files takes one line per outcome, and the line
+names the files. A ✓ line says that the property holds. A ✗ line gives the property that failed,
+then the mistake it points to, in words, and the equation to compare with. Where the grader
+recognises the mistake, it names it. Otherwise it adds what the check found, or what your code
+raised. Each file's first failure in an exercise is the only one printed. The later ones are
+counted on the exercise's last line, since the first mistake may be their cause. An unwritten
+exercise is said once per file.
+
+What it checks. The checks are the project's tests (tests/) and checks written for the
+exercises, run on your files. They use values worked out by hand, independent reference
+implementations and, where it applies, the exact policy gradient of a small MDP.
+
+Exercises 10-12 are blocks inside train, a line of trpo_step, its acceptable() and line_search.
+They are checked by running your code and looking at what it did. The grader runs a rollout and
+PPO updates through your train, trpo_step on a fixed batch, and line_search on two weights. In
+those runs, the other exercises' code is the reference's. A block of another exercise that you
+have written stays yours.
+
+Exercise 13, the Agent.unroll of ppo_recurrent.py, is checked against the agent's own LSTMs
+stepped one at a time. Two short trainings then run through it.
+
+Once every exercise of a script passes, your own script trains and must reach a mean return of
+200: on CartPole-v1, on InvertedPendulum-v4 for ppo_continuous.py, on CartPoleNoVel-v1 for
+ppo_recurrent.py.
 """
 
 import argparse
@@ -530,8 +540,8 @@ def truncation_bootstraps_with_final_observation(m):
         raise Named("a truncated step is bootstrapped with 0, as if the episode had terminated: use V of the real "
                     "final observation, infos['final_obs']")
     if m.__name__ == "ppo_continuous" and close(yours, seen["raw_final"].expand_as(yours)):
-        raise Named("the final observation is not normalised: the critic takes normalised observations; "
-                    "normalise it with update=False, since the policy never acts on it")
+        raise Named("the final observation is not normalised, but the critic takes normalised observations. "
+                    "Normalise it with update=False, since the policy never acts on it")
     raise AssertionError((yours - final).abs().max().item())
 
 
@@ -796,8 +806,8 @@ def step_length_reaches_the_models_edge(m):
 def zero_gradient_gives_zero_step(m):
     step = trpo_full_step(m, scale=0.0)["full_step"]
     if not torch.isfinite(step).all():
-        raise Named("with a zero gradient (x = 0) your full step is NaN, 0/0: keep xᵀ(H+cI)x away from 0 (the "
-                    "reference clamps it at 1e-30)")
+        raise Named("with a zero gradient, x = 0 and your full step is NaN, 0/0. Keep xᵀ(H+cI)x away from 0: the "
+                    "reference clamps it at 1e-30")
     assert torch.equal(step, torch.zeros_like(step)), step.abs().max().item()
 
 
@@ -980,7 +990,7 @@ CHECKS = {
     4: [(s, "each step further away counts γλ times less, within an episode",
          "your advantages differ from Σ_l (γλ)^l δ_{t+l} even where no episode ends", DELTA, gae_discounts)
         for s in GAE]
-       + [(s, "a truncated step bootstraps with γV(final obs); a terminated one does not",
+       + [(s, "a truncated step bootstraps with γV(final obs), and a terminated one does not",
          "termination and truncation are mixed up: only a termination removes V(s_{t+1}) from δ_t", DELTA,
          gae_test(test_math.test_gae_truncation_bootstraps_and_termination_does_not)) for s in GAE]
        + [(s, "A_t stops at the end of its episode",
@@ -996,7 +1006,7 @@ CHECKS = {
         ("vpg", "the policy loss is a mean over the B steps", "the scale is off (a sum instead of a mean?)",
          "L = −(1/B) Σ_t log π(a_t|s_t) Â_t", loss_is_mean("vpg_loss")),
         ("vpg", "both losses by hand (the project's test)",
-         "the value loss is not the mean squared error (V − R̂)² (or the policy loss is off)",
+         "the value loss is not the mean squared error (V − R̂)², or the policy loss is off",
          "L_V = (1/B) Σ_t (V(s_t) − R̂_t)²", kw_test(test_reinforce_vpg.test_vpg_losses_by_hand)),
         ("vpg", "with exercises 3-5, your loss's gradient is the exact policy gradient of a small MDP (λ = 0.8)",
          "the gradient of your loss on your policy is not the policy gradient", "ĝ = (1/B) Σ_t ∇ log π(a_t|s_t) Â_t",
@@ -1004,16 +1014,16 @@ CHECKS = {
         ("trpo", "the value loss by hand", "the value loss is not the mean squared error (V − R̂)²",
          "L_V = (1/B) Σ_t (V(s_t) − R̂_t)²", value_loss_by_hand)],
     6: [(s, "at r = 1 the surrogate is the mean advantage, sign included",
-         "the sign is flipped: `surrogate` is the objective to maximise, mean(min(r Â, clip(r) Â)); `ppo_loss` "
+         "the sign is flipped: `surrogate` is the objective to maximise, mean(min(r Â, clip(r) Â)). `ppo_loss` "
          "negates it", SURROGATE, surrogate_sign) for s in PPO]
        + [(s, "the clipped surrogate, on five cases worked out by hand",
-           "the surrogate is not the pessimistic minimum of r Â and clip(r) Â (max instead of min, or the wrong clip?)",
+           "the surrogate is not the pessimistic minimum of r Â and clip(r) Â. Is it a max, or a wrong clip?",
            CLIP, lambda m: [test_math.test_clipped_surrogate_by_hand(m, *case) for case in CASES])
           for s in PPO]
        + [(s, "the value loss, clipped around V_old, by hand", "the value clipping is wrong",
            "L_V = ½ max((V − R)², (V_old + clip(V − V_old, −ε, ε) − R)²)", test(test_math.test_value_loss_by_hand))
           for s in PPO]
-       + [(s, "the terms add up with their signs", "the entropy is a bonus: the loss subtracts c₂ H (and adds c₁ L_V)",
+       + [(s, "the terms add up with their signs", "the entropy is a bonus: the loss subtracts c₂ H, and it adds c₁ L_V",
            CLIP, test(test_math.test_total_loss_combines_terms_with_their_signs)) for s in PPO]
        + [(s, "the diagnostics: the two KL estimators and the clip fraction", "a diagnostic in the stats dict is off",
            "k1 = −log r, k3 = (r − 1) − log r, clipfrac = share of |r − 1| > ε",
@@ -1022,7 +1032,7 @@ CHECKS = {
            "the gradient of your loss on your policy is not the policy gradient", "∇L at r = 1 = −ĝ",
            exact_policy_gradient(gae_lambda=0.95))],
     7: [(s, "log π(a|s) sums the log-densities of the action dimensions",
-         "log π is not Σ_i log N(a_i; μ_i, σ_i²): a mean instead of a sum over dimensions, or a wrong density?", NORMAL,
+         "log π is not Σ_i log N(a_i; μ_i, σ_i²). Is it a mean instead of a sum over dimensions, or a wrong density?", NORMAL,
          gaussian_sums_dimensions) for s in GAUSSIAN]
        + [(s, "the entropy is Σ_i (½ + ½ log 2π + log σ_i)", "the entropy of the Gaussian is wrong", NORMAL,
            gaussian_entropy) for s in GAUSSIAN]
@@ -1032,7 +1042,7 @@ CHECKS = {
            "the gradient of your loss on your Gaussian policy is not the policy gradient", NORMAL, exact_gaussian_gradient)
           for s in GAUSSIAN],
     8: [("ppo_continuous", "the running mean and variance equal those of all data so far (the project's test)",
-         "the running statistics do not merge each batch with what came before (the count?)",
+         "the running statistics do not merge each batch with what came before. Is the count updated?",
          "μ ← μ + δ n_B/N,  σ² ← (nσ² + n_Bσ_B² + δ² n n_B/N)/N,  n ← N",
          kw_test(test_ppo_continuous.test_running_mean_std_matches_numpy_over_batches)),
         ("ppo_continuous", "rewards are scaled by the std of the discounted return, which restarts each episode",
@@ -1077,8 +1087,8 @@ CHECKS = {
             project_test(test_rollout_storage.test_first_minibatch_reproduces_the_stored_log_probs_and_values))
            for s in PPO]
         + [(s, "each minibatch's advantages have mean 0 and std 1, with --norm-adv (the project's test)",
-            "the advantages are not normalised within each minibatch (or --no-norm-adv does not leave them as they "
-            "are)", "Â ← (Â − mean(Â)) / (std(Â) + 1e-8) over the minibatch",
+            "the advantages are not normalised within each minibatch, or --no-norm-adv changes them",
+            "Â ← (Â − mean(Â)) / (std(Â) + 1e-8) over the minibatch",
             project_test(test_rollout_storage.test_ppo_minibatch_advantages_are_normalised_to_mean_0_and_std_1))
            for s in PPO]
         + [(s, "every gradient is clipped to --max-grad-norm (the project's test)",
@@ -1231,6 +1241,9 @@ def grade(folder: Path, exercises: list[int], learning: bool = True, out=print) 
     return passed
 
 
+INDENT = " " * 6  # the lines that follow a failure's first line
+
+
 def files(scripts: list[str]) -> str:
     return ", ".join(f"{script}.py" for script in scripts)
 
@@ -1258,11 +1271,13 @@ def report(results: list[tuple]) -> list[str]:
             else:
                 failed.add(script)
                 if detail.startswith("raised: "):  # a crash names no mistake in the math
-                    outcome = ("✗", f"{prop}: your code raised {detail[len('raised: '):]}")
+                    outcome = ("✗", f"{prop}\n{INDENT}Your code raised {detail[len('raised: '):]}")
                 elif detail.startswith("named: "):
-                    outcome = ("✗", f"{prop}: {detail[len('named: '):]}. Compare: {equation}  [recognised]")
+                    outcome = ("✗", f"{prop}\n{INDENT}The mistake: {detail[len('named: '):]}.\n"
+                                    f"{INDENT}Compare: {equation}")
                 else:
-                    outcome = ("✗", f"{prop}: {mistake}. Compare: {equation}  [{detail}]")
+                    outcome = ("✗", f"{prop}\n{INDENT}What is wrong: {mistake}.\n{INDENT}Compare: {equation}\n"
+                                    f"{INDENT}The check found: {detail}")
             outcomes.setdefault(outcome, []).append(script)
         lines += [f"  {mark} {files(scripts)}: {text}" for (mark, text), scripts in outcomes.items()]
     if later:

@@ -1,8 +1,10 @@
 """exercises/: the generator cuts out exactly the listed code and nothing else, keeps every
-comment, and finds a block inside a function by its statements, not its line numbers; the grader
-passes the reference scripts, fails a fresh copy with each exercise's hint, and names the mistake
-of typical wrong implementations (two per exercise for the first nine, three for exercises 6 and 13; for the blocks
-inside train and trpo_step, each one named by the first check that fails)."""
+comment, and finds a block inside a function by its statements, not its line numbers. The grader
+passes the reference scripts and fails a fresh copy with each exercise's hint. It names the
+mistake of typical wrong implementations: two per exercise for the first nine, more for exercises
+4, 6 and 13, and for the blocks inside train and trpo_step each one named by the first check that
+fails. It prints that name once, with no cascade of later failures, and one line for a mistake
+copied into several files. It accepts CleanRL's early stop on the last minibatch's KL."""
 
 import ast
 import difflib
