@@ -157,11 +157,11 @@ def flags_of_step(mask, shift: int, fill: float):
 
 
 def gae_mistake(m) -> None:
-    """Raise Named if your compute_gae, on a random rollout with terminations and truncations,
-    gives what a known mistake gives. Each mistake here breaks several properties at once, so
-    the property that fails first would name it wrongly: a mask read from the step after (or
-    before), as a copy of CleanRL's dones[t + 1] does; right advantages with returns that are not
-    A + V."""
+    """Raise Named if your compute_gae gives what a known mistake gives, on a random rollout with
+    terminations and truncations. Each mistake here breaks several properties at once, so the
+    property that fails first would name it wrongly. One is a mask read from the step after or
+    before, as a copy of CleanRL's dones[t + 1] does. The other is right advantages with returns
+    that are not A + V."""
     data = random_rollout(T=30, N=3, seed=5)
     gamma, gae_lambda = 0.9, 0.8
     advantages, returns = m.compute_gae(**data, gamma=gamma, gae_lambda=gae_lambda)
@@ -384,8 +384,8 @@ def kw_test(fn, *args):
 
 
 # --- checks of the blocks inside train (exercises 10-12): each runs your train, or trpo_step, and
-# records what it did; the property is then checked on that record, so that an answer written
-# otherwise than the reference's passes as long as it does the same thing ---
+# records what it did. The property is then checked on that record. So an answer written
+# otherwise than the reference's passes, as long as it does the same thing ---
 
 
 @contextlib.contextmanager
@@ -450,12 +450,14 @@ TICK_OBS = np.array([[5.0, 1.0], [2.0, 1.0]], np.float32)  # in bootstrap_record
 
 
 def bootstrap_record(m) -> dict:
-    """One rollout of 12 steps in 2 Tick envs (tests/conftest.py: the observation is (t, 1) and
-    a time limit of 5 truncates both envs after the rollout's steps 4 and 9; nothing terminates)
-    through your train: the inputs of its first GAE call and, under the critic of that rollout,
-    V of Tick's real final observation (5, 1), and of (2, 1), the observation after the last
-    step, each normalised where the script normalises (ppo_continuous.py: with the statistics
-    of the step, as the policy's observations). `final_updates` says whether the final observation
+    """One rollout of 12 steps in 2 Tick envs through your train, and what it did.
+
+    Tick is tests/conftest.py's clock: the observation at step t is (t, 1). A time limit of 5
+    truncates both envs after the rollout's steps 4 and 9, and nothing terminates. The record
+    holds the inputs of the first GAE call. Under the critic of that rollout, it also holds V of
+    Tick's real final observation, (5, 1), and V of (2, 1), the observation after the last step.
+    Each is normalised where the script normalises: in ppo_continuous.py, with the statistics of
+    the step, as the policy's observations are. `final_updates` says whether the final observation
     updated the running statistics, which it must not do."""
     seen = {"agents": [], "normalised": [], "final_updates": False}
 
@@ -577,11 +579,14 @@ TARGET_KL = {"ppo_discrete": 4.4e-6, "ppo_continuous": 1.13e-5}
 
 
 def ppo_record(m, **flags) -> tuple[list, Exception | None]:
-    """A run of 2 updates of your train (PPO_RUN): per update, the observations the rollout acted
-    on and their log π; per minibatch step, the observations the update re-evaluated, the new and
-    the old log π and the advantages handed to ppo_loss, its approx_kl, and the number of Adam
-    steps; and the exception the run raised, if any (a record that explains it names the mistake
-    better). A second evaluation of the same minibatch before its loss counts once."""
+    """A run of 2 updates of your train (PPO_RUN), and what it did.
+
+    For each update, the record holds the observations the rollout acted on, and their log π.
+    For each minibatch step, it holds the observations the update re-evaluated, and the new and
+    old log π and the advantages handed to ppo_loss. It also holds the loss's approx_kl and the
+    number of Adam steps. A second evaluation of the same minibatch before its loss counts once.
+    The exception the run raised, if any, comes back beside the record, since the record may
+    name the mistake better."""
     updates = []
 
     class Recording(m.Agent):
