@@ -4,20 +4,30 @@
     python exercises/grade.py exercises/student --exercise 4    # one
     python exercises/grade.py exercises/student --no-learning   # skip the learning runs
 
-Each check prints at most one line: ✓; ✗ with the property that failed, the mistake it points to,
-in words, and the equation to compare with; or what your code raised. An unwritten exercise is said
-once per file. A later check of the same exercise and file that fails too says only that: the
-mistake named first may be its cause. The checks are the project's tests (tests/) and checks
-written for the exercises, run on your files: values worked out by hand, independent reference
-implementations, and, where it applies, the exact policy gradient of a small MDP. Exercises 10-12
-(blocks inside train, a line of trpo_step, its acceptable() and line_search) are checked by running
-your code and looking at what it did: a rollout and PPO updates through your train, trpo_step on a
-fixed batch, line_search on two weights; there, the other exercises' code is the reference's (a
-block of another exercise that you have written stays yours). Exercise 13 (Agent.unroll of
-ppo_recurrent.py) is checked against the agent's own LSTMs stepped one at a time, then through two
-short trainings. Once every exercise of a script passes, your own script trains on CartPole-v1 and
-must reach a mean return of 200 (InvertedPendulum-v4 for ppo_continuous.py, CartPoleNoVel-v1 for
-ppo_recurrent.py).
+What it prints. A property checked in several files takes one line per outcome, and the line
+names the files. A ✓ line says that the property holds. A ✗ line gives the property that failed,
+then the mistake it points to, in words, and the equation to compare with. Where the grader
+recognises the mistake, it names it. Otherwise it adds what the check found, or what your code
+raised. Each file's first failure in an exercise is the only one printed. The later ones are
+counted on the exercise's last line, since the first mistake may be their cause. An unwritten
+exercise is said once per file.
+
+What it checks. The checks are the project's tests (tests/) and checks written for the
+exercises, run on your files. They use values worked out by hand, independent reference
+implementations and, where it applies, the exact policy gradient of a small MDP.
+
+Exercises 10-12 are blocks inside train, a line of trpo_step, its acceptable() and line_search.
+They are checked by running your code and looking at what it did. The grader runs a rollout and
+PPO updates through your train, trpo_step on a fixed batch, and line_search on two weights. In
+those runs, the other exercises' code is the reference's. A block of another exercise that you
+have written stays yours.
+
+Exercise 13, the Agent.unroll of ppo_recurrent.py, is checked against the agent's own LSTMs
+stepped one at a time. Two short trainings then run through it.
+
+Once every exercise of a script passes, your own script trains and must reach a mean return of
+200: on CartPole-v1, on InvertedPendulum-v4 for ppo_continuous.py, on CartPoleNoVel-v1 for
+ppo_recurrent.py.
 """
 
 import argparse
@@ -50,6 +60,7 @@ import test_ppo_recurrent  # noqa: E402
 import test_reinforce_vpg  # noqa: E402
 import test_rollout_storage  # noqa: E402
 import test_trpo  # noqa: E402
+from conftest import naive_gae, random_rollout  # noqa: E402
 from ladder import LADDER, SCRIPTS  # noqa: E402
 
 # --- checks written for the exercises: each isolates one property, so its failure names the mistake ---
@@ -122,6 +133,83 @@ def gae_discounts(m):
         if torch.allclose(yours, gae_on(m, **variant), atol=1e-5):
             raise Named(mistake)
     raise AssertionError("not Σ_l (γλ)^l δ_{t+l}")
+
+
+def gae_with_masks(data, delta_mask, recursion_mask, gamma, gae_lambda):
+    """GAE on `data` (conftest's random_rollout) with the two masks given: δ_t's factor on
+    V(s_{t+1}) and the recursion's factor on A_{t+1}, both (T, N)."""
+    deltas = data["rewards"] + gamma * delta_mask * data["next_values"] - data["values"]
+    advantages, next_advantage = torch.zeros_like(deltas), torch.zeros_like(deltas[0])
+    for t in reversed(range(len(deltas))):
+        next_advantage = deltas[t] + gamma * gae_lambda * recursion_mask[t] * next_advantage
+        advantages[t] = next_advantage
+    return advantages
+
+
+def flags_of_step(mask, shift: int, fill: float):
+    """mask[t + shift] at each step t; `fill` where t + shift lies outside the rollout."""
+    out = torch.full_like(mask, fill)
+    if shift > 0:
+        out[:-shift] = mask[shift:]
+    else:
+        out[-shift:] = mask[:shift]
+    return out
+
+
+def gae_mistake(m) -> None:
+    """Raise Named if your compute_gae gives what a known mistake gives, on a random rollout with
+    terminations and truncations. Each mistake here breaks several properties at once, so the
+    property that fails first would name it wrongly. One is a mask read from the step after or
+    before, as a copy of CleanRL's dones[t + 1] does. The other is right advantages with returns
+    that are not A + V."""
+    data = random_rollout(T=30, N=3, seed=5)
+    gamma, gae_lambda = 0.9, 0.8
+    advantages, returns = m.compute_gae(**data, gamma=gamma, gae_lambda=gae_lambda)
+    advantages, returns = advantages.detach(), returns.detach()
+    alive = 1.0 - data["terminations"]
+    going_on = 1.0 - torch.maximum(data["terminations"], data["truncations"])
+    if close(advantages, gae_with_masks(data, alive, going_on, gamma, gae_lambda)):
+        if not close(returns, advantages + data["values"]):
+            raise Named("your advantages are right, but your returns are not A + V. The critic's target is the "
+                        "λ-return R̂_t = A_t + V(s_t), with the value of step t itself")
+        return
+    for shift, step in [(1, "t + 1"), (-1, "t − 1")]:
+        for fill in (0.0, 1.0):
+            wrong_alive, wrong_going_on = flags_of_step(alive, shift, fill), flags_of_step(going_on, shift, fill)
+            for masks, what in [
+                    ((alive, wrong_going_on), f"the recursion masks step t with the done flag of step {step}"),
+                    ((wrong_alive, going_on), f"δ_t masks V(s_{{t+1}}) with the termination flag of step {step}"),
+                    ((wrong_alive, wrong_going_on), f"δ_t and the recursion mask step t with the flags of step {step}")]:
+                if close(advantages, gae_with_masks(data, *masks, gamma, gae_lambda)):
+                    raise Named(what + ". Here terminations[t] and truncations[t] are the flags of step t itself"
+                                + (". CleanRL reads dones[t + 1] because it stores each flag with the next observation"
+                                   if shift == 1 else ""))
+
+
+def gae_test(fn, *args):
+    """One of tests/test_math.py's GAE tests, run on your module. When it fails, gae_mistake first
+    looks for a mistake that it names better than the test's property does."""
+    def check(m):
+        try:
+            fn(m, *args)
+        except AssertionError:
+            gae_mistake(m)
+            raise
+    return check
+
+
+def gae_matches_explicit_sum(m):
+    """tests/test_math.py's test against the explicit sum, which says which of the two outputs is off."""
+    data = random_rollout()
+    advantages, returns = m.compute_gae(**data, gamma=0.99, gae_lambda=0.95)
+    expected = torch.tensor(naive_gae(**{k: v.numpy() for k, v in data.items()}, gamma=0.99, gae_lambda=0.95),
+                            dtype=torch.float32)
+    if not close(advantages.detach(), expected):
+        gae_mistake(m)
+        raise Named("your advantages differ from the explicit sum Σ_l (γλ)^l δ_{t+l}, stopped at the episode's end")
+    if not close(returns.detach(), expected + data["values"]):
+        gae_mistake(m)
+        raise AssertionError((returns.detach() - expected - data["values"]).abs().max().item())
 
 
 def loss_gradient(loss_fn, weights):
@@ -296,8 +384,8 @@ def kw_test(fn, *args):
 
 
 # --- checks of the blocks inside train (exercises 10-12): each runs your train, or trpo_step, and
-# records what it did; the property is then checked on that record, so that an answer written
-# otherwise than the reference's passes as long as it does the same thing ---
+# records what it did. The property is then checked on that record. So an answer written
+# otherwise than the reference's passes, as long as it does the same thing ---
 
 
 @contextlib.contextmanager
@@ -362,13 +450,16 @@ TICK_OBS = np.array([[5.0, 1.0], [2.0, 1.0]], np.float32)  # in bootstrap_record
 
 
 def bootstrap_record(m) -> dict:
-    """One rollout of 12 steps in 2 Tick envs (tests/conftest.py: the observation is (t, 1) and
-    a time limit of 5 truncates both envs after the rollout's steps 4 and 9; nothing terminates)
-    through your train: the inputs of its first GAE call and, under the critic of that rollout,
-    V of Tick's real final observation (5, 1), and of (2, 1), the observation after the last
-    step, each normalised where the script normalises (ppo_continuous.py: with the statistics
-    of the step, as the policy's observations)."""
-    seen = {"agents": [], "normalised": []}
+    """One rollout of 12 steps in 2 Tick envs through your train, and what it did.
+
+    Tick is tests/conftest.py's clock: the observation at step t is (t, 1). A time limit of 5
+    truncates both envs after the rollout's steps 4 and 9, and nothing terminates. The record
+    holds the inputs of the first GAE call. Under the critic of that rollout, it also holds V of
+    Tick's real final observation, (5, 1), and V of (2, 1), the observation after the last step.
+    Each is normalised where the script normalises: in ppo_continuous.py, with the statistics of
+    the step, as the policy's observations are. `final_updates` says whether the final observation
+    updated the running statistics, which it must not do."""
+    seen = {"agents": [], "normalised": [], "final_updates": False}
 
     class Recording(m.Agent):
         def __init__(self, *args, **kwargs):
@@ -377,6 +468,8 @@ def bootstrap_record(m) -> dict:
 
         if hasattr(m.Agent, "normalize_obs"):
             def normalize_obs(self, obs, update=True):
+                if update and (np.asarray(obs) == TICK_OBS[0]).all(-1).any():  # the policy never acts on (5, 1)
+                    seen["final_updates"] = True
                 out = super().normalize_obs(obs, update)
                 if update:  # the statistics after this step's observations
                     seen["normalised"].append(super().normalize_obs(TICK_OBS, update=False))
@@ -437,6 +530,9 @@ def truncation_bootstraps_with_final_observation(m):
     cut = seen["truncations"].bool()
     yours = seen["next_values"][cut]  # steps 4 and 9 of both envs
     final = seen["final"][:, None].expand(12, 2)[cut]
+    if seen["final_updates"]:
+        raise Named("the final observation updates the running statistics: it is normalised with update=True. "
+                    "The policy never acts on it, so normalise it with update=False")
     if close(yours, final):
         return
     if close(yours, seen["values"][1:][cut[:-1]]):
@@ -446,8 +542,8 @@ def truncation_bootstraps_with_final_observation(m):
         raise Named("a truncated step is bootstrapped with 0, as if the episode had terminated: use V of the real "
                     "final observation, infos['final_obs']")
     if m.__name__ == "ppo_continuous" and close(yours, seen["raw_final"].expand_as(yours)):
-        raise Named("the final observation is not normalised: the critic takes normalised observations; "
-                    "normalise it with update=False, since the policy never acts on it")
+        raise Named("the final observation is not normalised, but the critic takes normalised observations. "
+                    "Normalise it with update=False, since the policy never acts on it")
     raise AssertionError((yours - final).abs().max().item())
 
 
@@ -457,8 +553,11 @@ def batch_end_bootstraps_with_next_observation(m):
     if close(yours, seen["end"].expand(2)):
         return
     if close(yours, torch.zeros(2)):
-        raise Named("the batch's last step is bootstrapped with 0: the rollout's end cuts the episode, it does not "
-                    "end it; use V(s_T), the value of next_obs_np, the observation after the last step")
+        raise Named("the batch's last step is bootstrapped with 0. The rollout's end cuts the episode, it does not "
+                    "end it: use V(s_T), the value of next_obs_np, the observation after the last step")
+    if close(yours, seen["values"][-1]):
+        raise Named("the batch's last step is bootstrapped with V(s_{T−1}), its own value: use V(s_T), the value "
+                    "of next_obs_np, the observation after the last step")
     raise AssertionError((yours - seen["end"]).abs().max().item())
 
 
@@ -474,31 +573,40 @@ def next_values_carry_no_gradient(m):
 PPO_RUN = dict(num_envs=2, num_steps=64, num_minibatches=4, update_epochs=3, total_timesteps=256)  # 2 updates
 PPO_ENV = {"ppo_discrete": "CartPole-v1", "ppo_continuous": "Pendulum-v1"}  # tests/test_guard_rails.py's
 # Between the mean and the last minibatch's approx_kl of the first epoch of the first update, in the
-# reference run (3.3e-6 and 6.0e-6; 9.1e-6 and 1.4e-5): a stop on the mean and one on a single
-# minibatch's KL part there.
+# reference run (3.3e-6 and 6.0e-6; 9.1e-6 and 1.4e-5). A stop on the mean and one on the last
+# minibatch's KL part there, and the check accepts either.
 TARGET_KL = {"ppo_discrete": 4.4e-6, "ppo_continuous": 1.13e-5}
 
 
 def ppo_record(m, **flags) -> tuple[list, Exception | None]:
-    """A run of 2 updates of your train (PPO_RUN): per update, the observations the rollout acted
-    on, and per minibatch step the observations the update re-evaluated, the advantages handed to
-    ppo_loss, its approx_kl, and the number of Adam steps; and the exception the run raised, if any
-    (a record that explains it names the mistake better)."""
+    """A run of 2 updates of your train (PPO_RUN), and what it did.
+
+    For each update, the record holds the observations the rollout acted on, and their log π.
+    For each minibatch step, it holds the observations the update re-evaluated, and the new and
+    old log π and the advantages handed to ppo_loss. It also holds the loss's approx_kl and the
+    number of Adam steps. A second evaluation of the same minibatch before its loss counts once.
+    The exception the run raised, if any, comes back beside the record, since the record may
+    name the mistake better."""
     updates = []
 
     class Recording(m.Agent):
         def get_action_and_value(self, obs, action=None):
+            out = super().get_action_and_value(obs, action)
             if action is None:  # acting: in a rollout
                 if not updates or updates[-1]["minibatches"]:
-                    updates.append({"acted": [], "minibatches": []})
+                    updates.append({"acted": [], "acted_logprob": [], "minibatches": []})
                 updates[-1]["acted"].append(obs.detach().clone())
+                updates[-1]["acted_logprob"].append(out[1].detach().clone())
             else:
-                updates[-1]["minibatches"].append({"obs": obs.detach().clone(), "adam": 0})
-            return super().get_action_and_value(obs, action)
+                minibatches = updates[-1]["minibatches"]
+                if not (minibatches and "kl" not in minibatches[-1] and torch.equal(minibatches[-1]["obs"], obs)):
+                    minibatches.append({"obs": obs.detach().clone(), "adam": 0})
+            return out
 
     def spy_loss(new_logprob, old_logprob, advantages, *rest):
         loss, stats = real_loss(new_logprob, old_logprob, advantages, *rest)
-        updates[-1]["minibatches"][-1].update(advantages=advantages.detach().clone(), kl=stats["approx_kl"].item())
+        updates[-1]["minibatches"][-1].update(advantages=advantages.detach().clone(), kl=stats["approx_kl"].item(),
+                                              new=new_logprob.detach().clone(), old=old_logprob.detach().clone())
         return loss, stats
 
     class CountingAdam(torch.optim.Adam):
@@ -582,6 +690,26 @@ def new_order_each_epoch(m):
                                 "batch at the start of each epoch")
 
 
+STALE = ("π_old is stale: the old log π handed to ppo_loss is recomputed from the policy being updated. The ratio "
+         "is then 1 and the KL 0 at every step, so neither the clip nor --target-kl can act. Hand ppo_loss the log π "
+         "stored in the rollout, b_logprobs[mb_inds]")
+
+
+def old_log_probs_are_the_rollouts(m):
+    """The old log π of each sample, in every minibatch, is the log π the rollout stored for it:
+    π_old stays the policy that collected the batch while the update moves π_θ."""
+    for update in ppo_epochs(m):
+        stored = dict(zip((tuple(row.tolist()) for row in torch.cat(update["acted"])),
+                          torch.cat(update["acted_logprob"]).tolist(), strict=True))
+        for i, minibatch in enumerate(update["minibatches"]):
+            expected = [stored.get(tuple(row.tolist()), math.nan) for row in minibatch["obs"]]
+            if close(minibatch["old"], expected):
+                continue
+            if i > 0 and close(minibatch["old"], minibatch["new"]):
+                raise Named(STALE)
+            raise AssertionError(f"minibatch {i}: {(minibatch['old'] - torch.tensor(expected)).abs().max().item()}")
+
+
 def target_kl_tiny_stops_after_first_epoch(m):
     """With --target-kl 1e-12 every epoch's KL exceeds the target: one whole epoch per update
     (tests/test_guard_rails.py's test, on the record)."""
@@ -593,11 +721,13 @@ def target_kl_tiny_stops_after_first_epoch(m):
         raise error
     per_epoch, every = PPO_RUN["num_minibatches"], PPO_RUN["num_minibatches"] * PPO_RUN["update_epochs"]
     if steps == [every] * len(steps):
+        if all(mb["kl"] == 0 for update in updates for mb in update["minibatches"]):
+            raise Named(STALE)
         raise Named("--target-kl never stops an update: after each epoch, stop once its mean approx_kl exceeds "
                     "the target")
     if all(0 < s < per_epoch for s in steps):
-        raise Named("the early stop acts inside an epoch, after a minibatch: the script checks once per epoch, "
-                    "the mean approx_kl over the epoch's minibatches")
+        raise Named("the early stop acts inside an epoch, after a minibatch. The script checks only after a whole "
+                    "epoch, on the mean approx_kl of its minibatches")
     assert steps == [per_epoch] * len(steps), f"minibatch steps per update: {steps}, not {per_epoch}"
 
 
@@ -615,18 +745,18 @@ def epochs_done(update, rule, target) -> int:
 
 
 def target_kl_on_the_epochs_mean(m):
+    """The script stops on the epoch's mean approx_kl. CleanRL stops on the approx_kl of the
+    epoch's last minibatch, which is as legitimate a choice: either passes. In the reference run, a
+    stop on the largest minibatch's KL stops where CleanRL's does, so it passes too."""
     target = TARGET_KL[m.__name__]
     updates, error = recorded(m, "target", lambda m: ppo_record(m, target_kl=target))
     if error is not None:
         raise error
     size = PPO_RUN["num_minibatches"]
     done = [len(update["minibatches"]) / size for update in updates]
-    if done == [epochs_done(u, lambda kls: sum(kls) / len(kls), target) for u in updates]:
+    if any(done == [epochs_done(u, rule, target) for u in updates]
+           for rule in (lambda kls: sum(kls) / len(kls), lambda kls: kls[-1])):
         return
-    if any(done == [epochs_done(u, rule, target) for u in updates] for rule in (lambda kls: kls[-1], max)):
-        raise Named("the early stop follows one minibatch's approx_kl (the epoch's last, as CleanRL's, or its "
-                    "largest): the script stops after the first epoch whose mean over its minibatches exceeds "
-                    "--target-kl")
     raise AssertionError(f"epochs run per update: {done}")
 
 
@@ -681,8 +811,8 @@ def step_length_reaches_the_models_edge(m):
 def zero_gradient_gives_zero_step(m):
     step = trpo_full_step(m, scale=0.0)["full_step"]
     if not torch.isfinite(step).all():
-        raise Named("with a zero gradient (x = 0) your full step is NaN, 0/0: keep xᵀ(H+cI)x away from 0 (the "
-                    "reference clamps it at 1e-30)")
+        raise Named("with a zero gradient, x = 0 and your full step is NaN, 0/0. Keep xᵀ(H+cI)x away from 0: the "
+                    "reference clamps it at 1e-30")
     assert torch.equal(step, torch.zeros_like(step)), step.abs().max().item()
 
 
@@ -825,7 +955,7 @@ CG = "α = rᵀr / pᵀAp;  x ← x + αp;  r ← r − αAp;  p ← r_new + (r_
 BOOTSTRAP = ("V(s_{t+1}) = values[t + 1] inside an episode;  V(infos['final_obs']) after a truncation;  "
              "V(next_obs_np), of the observation after it, at the batch's last step")
 EPOCHS = ("K epochs, each a new random permutation of the B samples cut into M minibatches of B/M, one Adam step "
-          "each; stop after the first epoch whose mean approx_kl > target_kl")
+          "each; stop after the first epoch whose mean approx_kl, or last minibatch's approx_kl, > target_kl")
 STEP = "full step = β x,  β = √(2δ / xᵀ(H+cI)x),  x ≈ (H+cI)⁻¹g"
 SEARCH = ("θ_k = θ_old + b^k · full step, k = 0, 1, ...: the first with mean KL ≤ δ and L(θ_k) > L(θ_old); "
           "if none, θ_old")
@@ -865,23 +995,23 @@ CHECKS = {
     4: [(s, "each step further away counts γλ times less, within an episode",
          "your advantages differ from Σ_l (γλ)^l δ_{t+l} even where no episode ends", DELTA, gae_discounts)
         for s in GAE]
-       + [(s, "a truncated step bootstraps with γV(final obs); a terminated one does not",
+       + [(s, "a truncated step bootstraps with γV(final obs), and a terminated one does not",
          "termination and truncation are mixed up: only a termination removes V(s_{t+1}) from δ_t", DELTA,
-         test(test_math.test_gae_truncation_bootstraps_and_termination_does_not)) for s in GAE]
+         gae_test(test_math.test_gae_truncation_bootstraps_and_termination_does_not)) for s in GAE]
        + [(s, "A_t stops at the end of its episode",
            "your advantages run into the next episode: the recursion stops where done_t = terminated_t or "
-           "truncated_t", DELTA, test(test_math.test_gae_recursion_stops_at_episode_end)) for s in GAE]
+           "truncated_t", DELTA, gae_test(test_math.test_gae_recursion_stops_at_episode_end)) for s in GAE]
        + [(s, "with λ = 0, A_t is the one-step TD error δ_t", "with λ = 0 your A_t is not δ_t", DELTA,
-           test(test_math.test_gae_lambda_zero_is_one_step_td_error)) for s in GAE]
+           gae_test(test_math.test_gae_lambda_zero_is_one_step_td_error)) for s in GAE]
        + [(s, "matches the explicit sum Σ_l (γλ)^l δ_{t+l}, and returns = A + V",
-           "your advantages or returns differ from the explicit sum", DELTA,
-           test(test_math.test_gae_matches_naive_sum, 0.99, 0.95)) for s in GAE],
+           "your advantages are right, but your returns are not A + V", DELTA, gae_matches_explicit_sum)
+          for s in GAE],
     5: [("vpg", "descending the policy loss raises log π of actions with Â_t > 0", "the sign is flipped",
          "L = −(1/B) Σ_t log π(a_t|s_t) Â_t", loss_sign("vpg_loss")),
         ("vpg", "the policy loss is a mean over the B steps", "the scale is off (a sum instead of a mean?)",
          "L = −(1/B) Σ_t log π(a_t|s_t) Â_t", loss_is_mean("vpg_loss")),
         ("vpg", "both losses by hand (the project's test)",
-         "the value loss is not the mean squared error (V − R̂)² (or the policy loss is off)",
+         "the value loss is not the mean squared error (V − R̂)², or the policy loss is off",
          "L_V = (1/B) Σ_t (V(s_t) − R̂_t)²", kw_test(test_reinforce_vpg.test_vpg_losses_by_hand)),
         ("vpg", "with exercises 3-5, your loss's gradient is the exact policy gradient of a small MDP (λ = 0.8)",
          "the gradient of your loss on your policy is not the policy gradient", "ĝ = (1/B) Σ_t ∇ log π(a_t|s_t) Â_t",
@@ -889,16 +1019,16 @@ CHECKS = {
         ("trpo", "the value loss by hand", "the value loss is not the mean squared error (V − R̂)²",
          "L_V = (1/B) Σ_t (V(s_t) − R̂_t)²", value_loss_by_hand)],
     6: [(s, "at r = 1 the surrogate is the mean advantage, sign included",
-         "the sign is flipped: `surrogate` is the objective to maximise, mean(min(r Â, clip(r) Â)); `ppo_loss` "
+         "the sign is flipped: `surrogate` is the objective to maximise, mean(min(r Â, clip(r) Â)). `ppo_loss` "
          "negates it", SURROGATE, surrogate_sign) for s in PPO]
        + [(s, "the clipped surrogate, on five cases worked out by hand",
-           "the surrogate is not the pessimistic minimum of r Â and clip(r) Â (max instead of min, or the wrong clip?)",
+           "the surrogate is not the pessimistic minimum of r Â and clip(r) Â. Is it a max, or a wrong clip?",
            CLIP, lambda m: [test_math.test_clipped_surrogate_by_hand(m, *case) for case in CASES])
           for s in PPO]
        + [(s, "the value loss, clipped around V_old, by hand", "the value clipping is wrong",
            "L_V = ½ max((V − R)², (V_old + clip(V − V_old, −ε, ε) − R)²)", test(test_math.test_value_loss_by_hand))
           for s in PPO]
-       + [(s, "the terms add up with their signs", "the entropy is a bonus: the loss subtracts c₂ H (and adds c₁ L_V)",
+       + [(s, "the terms add up with their signs", "the entropy is a bonus: the loss subtracts c₂ H, and it adds c₁ L_V",
            CLIP, test(test_math.test_total_loss_combines_terms_with_their_signs)) for s in PPO]
        + [(s, "the diagnostics: the two KL estimators and the clip fraction", "a diagnostic in the stats dict is off",
            "k1 = −log r, k3 = (r − 1) − log r, clipfrac = share of |r − 1| > ε",
@@ -907,7 +1037,7 @@ CHECKS = {
            "the gradient of your loss on your policy is not the policy gradient", "∇L at r = 1 = −ĝ",
            exact_policy_gradient(gae_lambda=0.95))],
     7: [(s, "log π(a|s) sums the log-densities of the action dimensions",
-         "log π is not Σ_i log N(a_i; μ_i, σ_i²): a mean instead of a sum over dimensions, or a wrong density?", NORMAL,
+         "log π is not Σ_i log N(a_i; μ_i, σ_i²). Is it a mean instead of a sum over dimensions, or a wrong density?", NORMAL,
          gaussian_sums_dimensions) for s in GAUSSIAN]
        + [(s, "the entropy is Σ_i (½ + ½ log 2π + log σ_i)", "the entropy of the Gaussian is wrong", NORMAL,
            gaussian_entropy) for s in GAUSSIAN]
@@ -917,7 +1047,7 @@ CHECKS = {
            "the gradient of your loss on your Gaussian policy is not the policy gradient", NORMAL, exact_gaussian_gradient)
           for s in GAUSSIAN],
     8: [("ppo_continuous", "the running mean and variance equal those of all data so far (the project's test)",
-         "the running statistics do not merge each batch with what came before (the count?)",
+         "the running statistics do not merge each batch with what came before. Is the count updated?",
          "μ ← μ + δ n_B/N,  σ² ← (nσ² + n_Bσ_B² + δ² n n_B/N)/N,  n ← N",
          kw_test(test_ppo_continuous.test_running_mean_std_matches_numpy_over_batches)),
         ("ppo_continuous", "rewards are scaled by the std of the discounted return, which restarts each episode",
@@ -952,14 +1082,18 @@ CHECKS = {
             "the update's epochs, minibatches or Adam steps are off", EPOCHS, epochs_and_minibatches) for s in PPO]
         + [(s, "each epoch draws a new random split of the batch", "the epochs repeat one split", EPOCHS,
             new_order_each_epoch) for s in PPO]
-        + [(s, "each minibatch gets its samples' stored log π and V: ratio 1 before the first step (the project's test)",
+        + [(s, "every minibatch hands ppo_loss the log π the rollout stored for its samples: π_old stays fixed",
+            "the old log π handed to ppo_loss are not the rollout's log π of the minibatch's samples: index every "
+            "batch tensor with the same minibatch indices", EPOCHS, old_log_probs_are_the_rollouts) for s in PPO]
+        + [(s, "the first minibatch gets its samples' stored log π and V: ratio 1 before the first step "
+            "(the project's test)",
             "the stored log π or V handed to ppo_loss are not those of the minibatch's samples: index every batch "
             "tensor with the same minibatch indices", EPOCHS,
             project_test(test_rollout_storage.test_first_minibatch_reproduces_the_stored_log_probs_and_values))
            for s in PPO]
         + [(s, "each minibatch's advantages have mean 0 and std 1, with --norm-adv (the project's test)",
-            "the advantages are not normalised within each minibatch (or --no-norm-adv does not leave them as they "
-            "are)", "Â ← (Â − mean(Â)) / (std(Â) + 1e-8) over the minibatch",
+            "the advantages are not normalised within each minibatch, or --no-norm-adv changes them",
+            "Â ← (Â − mean(Â)) / (std(Â) + 1e-8) over the minibatch",
             project_test(test_rollout_storage.test_ppo_minibatch_advantages_are_normalised_to_mean_0_and_std_1))
            for s in PPO]
         + [(s, "every gradient is clipped to --max-grad-norm (the project's test)",
@@ -969,8 +1103,9 @@ CHECKS = {
         + [(s, "with a tiny --target-kl, each update stops after its first whole epoch",
             "the early stop does not end the update after its first epoch", EPOCHS,
             target_kl_tiny_stops_after_first_epoch) for s in PPO]
-        + [(s, "--target-kl stops after the first epoch whose mean approx_kl exceeds it",
-            "the early stop does not follow each epoch's mean approx_kl", EPOCHS, target_kl_on_the_epochs_mean)
+        + [(s, "--target-kl stops after the first epoch whose approx_kl exceeds it: its mean, or its last "
+            "minibatch's as in CleanRL",
+            "the early stop does not follow each epoch's approx_kl", EPOCHS, target_kl_on_the_epochs_mean)
            for s in PPO],
     12: [("trpo", "the full step is x scaled to the edge of the quadratic model, ½ sᵀ(H+cI)s = δ",
           "the full step is not √(2δ / xᵀ(H+cI)x) · x", STEP, step_length_reaches_the_models_edge),
@@ -1084,8 +1219,8 @@ def isolated(folder: Path, script: str, number: int, scratch: Path):
 
 
 def grade(folder: Path, exercises: list[int], learning: bool = True, out=print) -> dict[int, bool]:
-    """Run the checks of `exercises` on the scripts in `folder`; print a line per check; return
-    whether each exercise passed."""
+    """Run the checks of `exercises` on the scripts in `folder`; print what they found (see
+    report); return whether each exercise passed."""
     modules = {script: load(folder, script) for script in SCRIPTS}
     passed = {}
     scratch = tempfile.TemporaryDirectory()
@@ -1097,27 +1232,11 @@ def grade(folder: Path, exercises: list[int], learning: bool = True, out=print) 
         if any(part.block for part in ex.parts):
             own = {script: isolated(folder, script, ex.number, Path(scratch.name))
                    for script in dict.fromkeys(part.script for part in ex.parts)}
-        results, unwritten, named = [], set(), set()
-        for script, prop, mistake, equation, check in CHECKS[ex.number]:
-            ok, detail = run_check(own[script], check)
-            results.append(ok)
-            if ok:
-                out(f"  ✓ {script}.py: {prop}")
-            elif detail.startswith("not written yet"):
-                if (script, detail) not in unwritten:  # once per file, not once per check
-                    out(f"  ✗ {script}.py: {detail}")
-                unwritten.add((script, detail))
-            elif script in named:  # a later check may fail only because of the mistake named above
-                out(f"  ✗ {script}.py: {prop} (may follow from the failure above: fix that first)")
-            else:
-                named.add(script)
-                if detail.startswith("raised: "):  # a crash names no mistake in the math
-                    out(f"  ✗ {script}.py: {prop}: your code raised {detail[len('raised: '):]}")
-                    continue
-                if detail.startswith("named: "):
-                    mistake, detail = detail[len("named: "):], "recognised"
-                out(f"  ✗ {script}.py: {prop}: {mistake}. Compare: {equation}  [{detail}]")
-        passed[ex.number] = all(results)
+        results = [(script, prop, mistake, equation, *run_check(own[script], check))
+                   for script, prop, mistake, equation, check in CHECKS[ex.number]]
+        for line in report(results):
+            out(line)
+        passed[ex.number] = all(ok for *_, ok, _ in results)
     scratch.cleanup()
     if learning:
         for script, (env_id, flags, target) in LEARNING.items():
@@ -1125,6 +1244,51 @@ def grade(folder: Path, exercises: list[int], learning: bool = True, out=print) 
             if set(needed) <= set(exercises) and all(passed[n] for n in needed):
                 out(learning_run(modules[script], script, env_id, flags, target))
     return passed
+
+
+INDENT = " " * 6  # the lines that follow a failure's first line
+
+
+def files(scripts: list[str]) -> str:
+    return ", ".join(f"{script}.py" for script in scripts)
+
+
+def report(results: list[tuple]) -> list[str]:
+    """The lines that say what one exercise's checks found. `results` holds one (script, property,
+    mistake, equation, passed, detail) per check, in order. A property checked in several files
+    takes one line per outcome, and the line names the files. Each file's first failure is printed
+    with the mistake it points to. Its later failures are only counted, on the last line, since
+    the first mistake may be their cause. An unwritten exercise is said once per file."""
+    lines, failed, unwritten, later = [], set(), set(), {}
+    for prop in dict.fromkeys(prop for _, prop, *_ in results):
+        outcomes = {}  # (mark, what follows the files) -> the files of the line
+        for script, _, mistake, equation, ok, detail in [r for r in results if r[1] == prop]:
+            if ok:
+                outcome = ("✓", prop)
+            elif detail.startswith("not written yet"):
+                if (script, detail) in unwritten:
+                    continue
+                unwritten.add((script, detail))
+                outcome = ("✗", detail)
+            elif script in failed:
+                later[script] = later.get(script, 0) + 1
+                continue
+            else:
+                failed.add(script)
+                if detail.startswith("raised: "):  # a crash names no mistake in the math
+                    outcome = ("✗", f"{prop}\n{INDENT}Your code raised {detail[len('raised: '):]}")
+                elif detail.startswith("named: "):
+                    outcome = ("✗", f"{prop}\n{INDENT}The mistake: {detail[len('named: '):]}.\n"
+                                    f"{INDENT}Compare: {equation}")
+                else:
+                    outcome = ("✗", f"{prop}\n{INDENT}What is wrong: {mistake}.\n{INDENT}Compare: {equation}\n"
+                                    f"{INDENT}The check found: {detail}")
+            outcomes.setdefault(outcome, []).append(script)
+        lines += [f"  {mark} {files(scripts)}: {text}" for (mark, text), scripts in outcomes.items()]
+    if later:
+        counts = ", ".join(f"{n} in {script}.py" for script, n in later.items())
+        lines.append(f"  Later checks fail too ({counts}): fix the first failure of each file, then grade again.")
+    return lines
 
 
 def learning_run(module, script: str, env_id: str, flags: dict, target: float) -> str:

@@ -1,8 +1,10 @@
 """exercises/: the generator cuts out exactly the listed code and nothing else, keeps every
-comment, and finds a block inside a function by its statements, not its line numbers; the grader
-passes the reference scripts, fails a fresh copy with each exercise's hint, and names the mistake
-of typical wrong implementations (two per exercise for the first nine, three for exercises 6 and 13; for the blocks
-inside train and trpo_step, each one named by the first check that fails)."""
+comment, and finds a block inside a function by its statements, not its line numbers. The grader
+passes the reference scripts and fails a fresh copy with each exercise's hint. It names the
+mistake of typical wrong implementations: two per exercise for the first nine, more for exercises
+4, 6 and 13, and for the blocks inside train and trpo_step each one named by the first check that
+fails. It prints that name once, with no cascade of later failures, and one line for a mistake
+copied into several files. It accepts CleanRL's early stop on the last minibatch's KL."""
 
 import ast
 import difflib
@@ -271,14 +273,31 @@ GAE_MISTAKES = {
                              "termination and truncation are mixed up"),
     "truncation-for-termination": (GAE_DELTA, GAE_DELTA.replace("- terminations", "- truncations"),
                                    "termination and truncation are mixed up"),
+    # CleanRL's loop reads dones[t + 1], the flag stored with the next observation: copied here,
+    # the mask of step t is the done flag of step t + 1
+    "mask-of-next-step": (GAE_RECURSION, GAE_RECURSION.replace(
+        "not_dones[t]", "(not_dones[t + 1] if t + 1 < len(not_dones) else 1.0)"),
+        "the recursion masks step t with the done flag of step t + 1"),
+    "returns-not-A-plus-V": ("return advantages, advantages + values", "return advantages, advantages + next_values",
+                             "your advantages are right, but your returns are not A + V"),
 }
+
+
+def only_named(lines: list[str], script: str, mistake: str) -> None:
+    """The grader's lines for one planted mistake: a single ✗ line, for `script` alone, which names
+    it; the later checks that fail are counted in one line, not listed; no line is printed twice."""
+    failures = [line for line in lines if "✗" in line]
+    assert len(failures) == 1, "\n".join(failures)  # no cascade, no second, false cause
+    assert failures[0].startswith(f"  ✗ {script}.py: ") and mistake in failures[0], failures[0]
+    assert not any("may follow from" in line for line in lines), lines
+    assert len(lines) == len(set(lines)), lines
 
 
 @pytest.mark.parametrize("planted", GAE_MISTAKES)
 def test_the_grader_names_a_gae_mistake_and_claims_nothing_else(planted, tmp_path):
-    """The first failing check names the planted mistake; every later failure of the same file only
-    points back to it, so that no second, false cause is printed (a termination counted for every
-    episode end does not make the advantages run into the next episode)."""
+    """The first failing check names the planted mistake, and nothing else is claimed: no second,
+    false cause is printed (a termination counted for every episode end does not make the
+    advantages run into the next episode), and the later failures are only counted."""
     right, wrong, mistake = GAE_MISTAKES[planted]
     for name in SCRIPTS:
         shutil.copy(ROOT / f"{name}.py", tmp_path)
@@ -287,11 +306,25 @@ def test_the_grader_names_a_gae_mistake_and_claims_nothing_else(planted, tmp_pat
     (tmp_path / "vpg.py").write_text(source.replace(right, wrong))
     lines = []
     assert not grade.grade(tmp_path, [4], learning=False, out=lines.append)[4]
+    only_named(lines, "vpg", f": {mistake}")
+
+
+def test_a_mistake_copied_into_every_file_is_named_once(tmp_path):
+    """The same mistake in the four copies of compute_gae gives one message, which names the four
+    files."""
+    gae = ["vpg", "trpo", "ppo_discrete", "ppo_continuous"]
+    for name in SCRIPTS:
+        source = (ROOT / f"{name}.py").read_text()
+        if name in gae:
+            assert source.count(GAE_DELTA) == 1, name
+            source = source.replace(GAE_DELTA, GAE_DELTA.replace("gamma * ", ""))
+        (tmp_path / f"{name}.py").write_text(source)
+    lines = []
+    assert not grade.grade(tmp_path, [4], learning=False, out=lines.append)[4]
     failures = [line for line in lines if "✗" in line]
-    assert all(line.startswith("  ✗ vpg.py: ") for line in failures), failures  # the other copies pass
-    first, *later = failures
-    assert f": {mistake}" in first, first
-    assert all(line.endswith("(may follow from the failure above: fix that first)") for line in later), later
+    assert failures == [f"  ✗ {', '.join(f'{s}.py' for s in gae)}: {failures[0].split(': ', 1)[1]}"], failures
+    assert "γ is missing from δ_t" in failures[0], failures[0]
+    assert not any("may follow from" in line for line in lines) and len(lines) == len(set(lines)), lines
 
 
 EPOCH_START = "        for _epoch in range(args.update_epochs):\n            b_inds = torch.randperm(batch_size, device=device)\n"
@@ -307,13 +340,19 @@ BLOCK_MISTAKES = {
                            "final_values_np[step, idx] = 0.0", "bootstrapped with 0, as if the episode had terminated"),
     "batch-end-terminates": (10, "vpg", "next_values = torch.cat([values[1:], next_value[None]])",
                              "next_values = torch.cat([values[1:], torch.zeros_like(next_value)[None]])",
-                             "the rollout's end cuts the episode, it does not end it"),
+                             "The rollout's end cuts the episode, it does not end it"),
     "shifted-back": (10, "vpg", "next_values = torch.cat([values[1:], next_value[None]])",
                      "next_values = torch.cat([next_value[None], values[:-1]])", "next_values is shifted the wrong way"),
     "same-step": (10, "vpg", "next_values = torch.cat([values[1:], next_value[None]])", "next_values = values.clone()",
                   "next_values[t] is V(s_t), the value of the same step"),
     "with-gradient": (10, "vpg", "with torch.no_grad():\n            next_obs = torch.from_numpy(next_obs_np)",
                       "if True:\n            next_obs = torch.from_numpy(next_obs_np)", "next_values carries a gradient"),
+    "own-value-at-batch-end": (10, "vpg", "next_values = torch.cat([values[1:], next_value[None]])",
+                               "next_values = torch.cat([values[1:], values[-1:]])",
+                               "the batch's last step is bootstrapped with V(s_{T−1}), its own value"),
+    "final-obs-updates-statistics": (10, "ppo_continuous", "agent.normalize_obs(final_obs_np, update=False)",
+                                     "agent.normalize_obs(final_obs_np, update=True)",
+                                     "the final observation updates the running statistics"),
     "raw-final-obs": (10, "ppo_continuous",
                       "                    final_obs_np = agent.normalize_obs(final_obs_np, update=False)\n", "",
                       "the final observation is not normalised"),
@@ -343,8 +382,8 @@ BLOCK_MISTAKES = {
                       "                epoch_stats.append(stats)\n"
                       '                if args.target_kl is not None and stats["approx_kl"] > args.target_kl:\n'
                       "                    break\n", "the early stop acts inside an epoch"),
-    "last-minibatch": (11, "ppo_discrete", 'epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()',
-                       'epoch_kl = epoch_stats[-1]["approx_kl"]', "the early stop follows one minibatch's approx_kl"),
+    # π_old recomputed from the policy being updated: the ratio is 1 and the KL 0 at every step
+    "stale-old-logprob": (11, "ppo_discrete", "b_logprobs[mb_inds]", "new_logprob.detach()", "π_old is stale"),
     "no-square-root": (12, "trpo", ".clamp_min(1e-30)) ** 0.5 * x", ".clamp_min(1e-30)) * x",
                        "the square root is missing"),
     "no-factor-2": (12, "trpo", "full_step = (2 * args.max_kl /", "full_step = (args.max_kl /",
@@ -368,8 +407,8 @@ BLOCK_MISTAKES = {
 
 @pytest.mark.parametrize("planted", BLOCK_MISTAKES)
 def test_the_grader_names_a_mistake_in_a_block_first(planted, tmp_path):
-    """Exercises 10-12: the first failing check of the planted script names the mistake, every later
-    failure there only points back to it, and the exercise's other scripts pass."""
+    """Exercises 10-12: the first failing check of the planted script names the mistake, the later
+    failures there are only counted, and the exercise's other scripts pass."""
     number, script, right, wrong, mistake = BLOCK_MISTAKES[planted]
     for name in SCRIPTS:
         shutil.copy(ROOT / f"{name}.py", tmp_path)
@@ -378,11 +417,22 @@ def test_the_grader_names_a_mistake_in_a_block_first(planted, tmp_path):
     (tmp_path / f"{script}.py").write_text(source.replace(right, wrong))
     lines = []
     assert not grade.grade(tmp_path, [number], learning=False, out=lines.append)[number]
-    failures = [line for line in lines if "✗" in line]
-    assert all(line.startswith(f"  ✗ {script}.py: ") for line in failures), failures  # the other copies pass
-    first, *later = failures
-    assert mistake in first, first
-    assert all(line.endswith("(may follow from the failure above: fix that first)") for line in later), later
+    only_named(lines, script, mistake)
+
+
+@pytest.mark.parametrize("script", ["ppo_discrete", "ppo_continuous"])
+def test_cleanrls_last_minibatch_kl_stop_passes_without_a_message(script, tmp_path):
+    """CleanRL stops the epochs once the approx_kl of an epoch's last minibatch exceeds
+    --target-kl: a legitimate choice, which the grader accepts beside the epoch's mean."""
+    for name in SCRIPTS:
+        shutil.copy(ROOT / f"{name}.py", tmp_path)
+    right = 'epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()'
+    source = (tmp_path / f"{script}.py").read_text()
+    assert source.count(right) == 1
+    (tmp_path / f"{script}.py").write_text(source.replace(right, 'epoch_kl = epoch_stats[-1]["approx_kl"]'))
+    lines = []
+    assert grade.grade(tmp_path, [11], learning=False, out=lines.append)[11], "\n".join(lines)
+    assert not any("✗" in line for line in lines), lines
 
 
 def test_the_checks_of_a_block_run_the_reference_for_the_other_exercises(tmp_path):
