@@ -20,7 +20,7 @@ for the rewards after a cut: every episode is played to its end, and an episode 
 limit counts as ended there, its missing rewards taken as 0.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
-training algorithm ends with `train`; the tooling after it (input checks, evaluation,
+training algorithm ends with `train`. The tooling after it (input checks, evaluation,
 checkpoints) can be skipped on a first reading.
 """
 
@@ -76,9 +76,9 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
-    # the step that ends an episode already returns the first observation of the next one, so no
-    # action is spent on a reset and every step in the batch is a real transition.
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
+    # The step that ends an episode already returns the first observation of the next one. So no
+    # action is spent on a reset, and every step in the batch is a real transition.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -86,10 +86,11 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
-    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
-    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
-    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
+    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
+    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
+    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
+    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
+    # V takes 1.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -229,11 +230,11 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
     global_step, episodic_returns = 0, []  # (step, return) of the episodes in a batch
 
-    # Everything the loop needs to go on from the end of an update, by name (torch's random state
-    # is the CPU's). The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. State you add to the loop (a target network, a
-    # schedule's counter) goes here and below, or a resumed run goes on without it:
-    # tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. torch's random state
+    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. Add here and below any state you add to the
+    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
+    # without it. tools/resume_check.py finds what a resume loses.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer,
                 "envs": envs, "global_step": global_step,
@@ -340,10 +341,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int(max(args.total_timesteps - global_step, 0) / sps)
             print(f"step {global_step:>9,}/{args.total_timesteps:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # the tooling: guard rails, checkpoints
+        if hook:  # The tooling: guard rails, checkpoints.
             hook(state(), losses)
     envs.close()
-    writer.flush()  # on disk; left open (the tooling logs its evaluation to it after)
+    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
     return state()
 
 
@@ -363,7 +364,7 @@ import warnings
 from dataclasses import fields
 
 SCRIPT = os.path.basename(__file__).removesuffix(".py")
-FORMAT = 2  # of model.pt and checkpoint.pt; CHANGELOG.md says what each format changed
+FORMAT = 2  # Of model.pt and checkpoint.pt. CHANGELOG.md says what each format changed.
 
 
 @dataclass
@@ -400,18 +401,18 @@ def fail(message):
 
 
 def check_args(args):
-    """Refuse a bad setup in one line that names the failed check, before anything is built;
-    warn of what may go wrong."""
+    """Refuse a bad setup before anything is built, in one line that names the failed check.
+    Warn of what may go wrong."""
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     for flag, module in (("capture_video", "moviepy"), ("track", "wandb")):
         if getattr(args, flag) and not importlib.util.find_spec(module):
             fail(f"--{flag.replace('_', '-')} needs {module}: pip install {module}")
-    if args.capture_video and sys.platform == "linux":  # render with no display (MuJoCo, pygame)
+    if args.capture_video and sys.platform == "linux":  # Render with no display: MuJoCo, pygame.
         os.environ.setdefault("MUJOCO_GL", "egl")
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     may_be_0 = "seed gamma gae_lambda ent_coef vf_coef checkpoint_every eval_episodes eval_seed"
-    for name, value in asdict(args).items():  # type, not isinstance: a bool is no number here
+    for name, value in asdict(args).items():  # Type, not isinstance: a bool is no number here.
         zero = name in may_be_0.split()
         if type(value) in (int, float) and not (0 < value < np.inf or zero and value == 0):
             fail(f"--{name.replace('_', '-')} must be finite and {'>= 0' if zero else 'positive'}"
@@ -423,7 +424,7 @@ def check_args(args):
              f"{args.batch_size} steps")
     try:
         env = make_env(args.env_id)
-    except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why
+    except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why.
         fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
     # From here on, DeprecationWarnings are ignored: Gymnasium's for an old env was said above.
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -461,9 +462,10 @@ class EnvGuard(gym.vector.VectorWrapper):
 
 
 def write(content, path):
-    """torch.save `content` to `path` in an envelope: the FORMAT and the SHA-256 of the content's
-    bytes, so that `load` can tell a file cut short or changed. Written under another name, then
-    renamed: a kill during the write leaves the last file whole."""
+    """Save `content` to `path` with torch.save, in an envelope. The envelope holds the FORMAT
+    and the SHA-256 of the content's bytes, so that `load` can tell a file cut short or changed.
+    The file is written under another name, then renamed: a kill during the write leaves the last
+    file whole."""
     data = io.BytesIO()
     torch.save(content, data)
     data = data.getvalue()
@@ -481,11 +483,11 @@ def load(path, resume):
         fail(f"{path}: No such file or directory")
     try:
         box = torch.load(path, weights_only=not resume)
-    except pickle.UnpicklingError:  # objects that weights_only refuses: format 1's checkpoint.pt
+    except pickle.UnpicklingError:  # Objects that weights_only refuses: format 1's checkpoint.pt.
         box = {}
     except Exception:
         fail(f"{path} is corrupt or truncated: torch.load cannot read it")
-    version = box.get("format", 1) if isinstance(box, dict) else "unknown"  # 1: pgref 0.1.0's
+    version = box.get("format", 1) if isinstance(box, dict) else "unknown"  # 1: pgref 0.1.0's.
     if version != FORMAT:
         fail(f"{path} has file format {version}, and {SCRIPT}.py reads format "
              f"{FORMAT}: use the pgref release that wrote it (CHANGELOG.md), or train again")
@@ -496,7 +498,7 @@ def load(path, resume):
                            map_location=None if resume else "cpu")
         if saved["script"] == SCRIPT and ("state" in saved) == resume:
             return saved
-    except Exception:  # a pickle weights_only refuses, another script's classes
+    except Exception:  # A pickle weights_only refuses, or another script's classes.
         pass
     fail(f"{path} is no {'checkpoint' if resume else 'model'}.pt of {SCRIPT}.py: --resume takes "
          "<run>/checkpoint.pt, --eval-checkpoint <run>/model.pt (--save-model), each from a run "
@@ -504,20 +506,20 @@ def load(path, resume):
 
 
 def evaluate(agent, args, folder):
-    """Play --eval-episodes episodes, each cut at 10,000 steps at most and filmed into
-    <folder>/videos with --capture-video; print and return their returns. The agent acts through
-    `greedy_action` alone, its memory reset at each episode's start; a Box action is clipped to
-    the env's bounds."""
+    """Play --eval-episodes episodes, each cut at 10,000 steps at most, and print and return
+    their returns. --capture-video films them into <folder>/videos. The agent acts through
+    `greedy_action` alone, with its memory reset at each episode's start. A Box action is clipped
+    to the env's bounds."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
-    env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
+    env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # Or it may never end.
     if args.capture_video:
         env = gym.wrappers.RecordVideo(env, f"{folder}/videos", lambda _: True)
-    if isinstance(env.action_space, gym.spaces.Box):  # a mean may lie outside the bounds
+    if isinstance(env.action_space, gym.spaces.Box):  # A mean may lie outside the bounds.
         env = gym.wrappers.ClipAction(env)
-    env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # keeps every return
+    env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # Keeps every return.
     seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
     for episode in range(args.eval_episodes):
-        obs, _ = env.reset(seed=seed if episode == 0 else None)  # the first seed fixes them all
+        obs, _ = env.reset(seed=seed if episode == 0 else None)  # The first seed fixes them all.
         done, memory = False, None
         while not done:
             action, memory = agent.greedy_action(obs, memory)
@@ -526,12 +528,12 @@ def evaluate(agent, args, folder):
     env.close()
     print(f"{args.env_id}: mean return {np.mean(env.return_queue):.2f} ± "
           f"{np.std(env.return_queue):.2f} over {args.eval_episodes} episodes (seed {seed})")
-    return np.ravel(env.return_queue).tolist()  # floats (a reward may be an array of one)
+    return np.ravel(env.return_queue).tolist()  # Floats: a reward may be an array of one.
 
 
 def load_agent(path, args=None):
     """The Agent saved in a model.pt (--save-model), for code of your own
-    (docs/usage.md, "Long runs"); `args` are the flags to build it with, by default those saved
+    (docs/usage.md, "Long runs"). `args` are the flags to build it with, by default those saved
     with it. Act with `agent.greedy_action(obs, memory)`. model.pt's content holds "script",
     "model" (the state_dict), "args" (the flags, a dict) and "global_step"."""
     saved = load(path, resume=False)
@@ -554,44 +556,45 @@ def interrupted(folder, when):
 
 
 def main(args: RunArgs | None = None) -> dict:
-    """Train, with the tooling around `train`; go on with the run of a --resume checkpoint; or
+    """Train, with the tooling around `train`. Or go on with the run of a --resume checkpoint. Or
     evaluate the policy of an --eval-checkpoint model.pt. Flags not given take the values saved
     in the file. With --resume, a flag of `Args` that differs from the run's is refused, but for
     --total-timesteps: a larger one extends the run. With --eval-checkpoint, one that changes
     what the model means is refused (all of `Args` but --env-id, --seed, --num-threads, --cuda).
     `args`: from code of one's own (where the fields that differ from their defaults count as
     given), or else the command line. Returns `train`'s state with the run's folder (run_dir)
-    and eval_returns; with --eval-checkpoint, only eval_returns."""
+    and eval_returns. With --eval-checkpoint, it returns only eval_returns."""
     cli, args = args is None, args or tyro.cli(RunArgs)
     path = args.resume or args.eval_checkpoint
     saved = path and load(path, resume=bool(args.resume))
-    if saved:  # the file's flags, but for those given (not its own --resume or --eval-checkpoint)
+    if saved:  # The file's flags, but for those given (not its --resume or --eval-checkpoint).
         old = dict(saved["args"], resume=None, eval_checkpoint=None)
         args = (tyro.cli(RunArgs, default=RunArgs(**old)) if cli else RunArgs(
             **{k: old[k] if v == getattr(RunArgs, k) else v for k, v in asdict(args).items()}))
         allowed = ["total_timesteps"] if args.resume else ["env_id", "seed", "num_threads", "cuda"]
         for name in [f.name for f in fields(Args) if getattr(args, f.name) != old[f.name]]:
-            if name not in allowed:  # the model's meaning (--eval-checkpoint) or the run's
+            if name not in allowed:  # The model's meaning (--eval-checkpoint), or the run's.
                 fail(f"{'--resume' if args.resume else '--eval-checkpoint'} takes the flags the "
                      f"file was trained with: leave out --{name.replace('_', '-')}")
     check_args(args)
     if args.eval_checkpoint:
         try:
             return {"eval_returns": evaluate(load_agent(path, args), args, os.path.dirname(path))}
-        except RuntimeError as error:  # weights that do not fit: torch's line, its first misfit
+        except RuntimeError as error:  # Weights that do not fit: torch's line, its first misfit.
             first = " ".join(str(error).split("\n\t")[:2])
             fail(f"--eval-checkpoint {path}: {first}")
 
-    # The run's folder: its own, even where another run took its name; a resumed run reopens its
-    # checkpoint's, where TensorBoard drops what was logged after the checkpoint (logged again).
+    # Each run gets its own folder, even where another run took its name. A resumed run reopens
+    # its checkpoint's folder. There TensorBoard drops what was logged after the checkpoint, and
+    # the run logs it again.
     # The env id without the module of module:EnvId: no ':' in a folder name.
     name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
     folder = os.path.dirname(os.path.abspath(path)) if saved else f"{args.log_dir}/{name}"
     try:
         os.makedirs(folder, exist_ok=bool(saved))
-    except FileExistsError:  # a run started in the same second
+    except FileExistsError:  # A run started in the same second.
         folder = tempfile.mkdtemp(prefix=name + "_", dir=args.log_dir)
-    if args.track:  # before the writer: W&B mirrors what it writes
+    if args.track:  # Before the writer: W&B mirrors what it writes.
         import wandb
         name = os.path.basename(folder)
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name, id=name,
@@ -607,11 +610,11 @@ def main(args: RunArgs | None = None) -> dict:
         nonlocal updates
         if losses is None:
             differ = saved and (set(state) ^ set(saved["state"])) - {"envs", "next_obs"}
-            if differ:  # (the envs may be left out: see `save`)
+            if differ:  # The envs may be left out: see `save`.
                 fail(f"--resume: the names {sorted(differ)} are in one of {path} and train's "
                      "state(), not in both: resume with the code that wrote it")
             state.update(saved["state"] if saved else {})
-            if saved and "envs" not in saved["state"]:  # envs not saved (see `save`)
+            if saved and "envs" not in saved["state"]:  # Envs not saved: see `save`.
                 print(f"note: {args.env_id} cannot be saved mid-episode, so the run goes on with "
                       "new episodes, not exactly as if never stopped", file=sys.stderr)
             state["envs"] = EnvGuard(state["envs"])
@@ -621,8 +624,8 @@ def main(args: RunArgs | None = None) -> dict:
             raise FloatingPointError("a loss or weight became NaN or inf in an update: a learning "
                                      "rate too large? rewards of huge scale?")
         # A collapse: the update's logged KL estimate (approx_kl) is above 1 nat, far above the
-        # 0.01 to 0.05 that --target-kl typically allows. `get`: a statistic renamed in `train`
-        # turns the check off and never breaks the run.
+        # 0.01 to 0.05 that --target-kl typically allows. With `get`, a statistic renamed in
+        # `train` turns the check off and never breaks the run.
         if losses.get("approx_kl", 0) > 1:
             print(f"warning: the policy collapsed at step {state['global_step']:,}: a KL of "
                   f"{losses['approx_kl']:.3g} nats in one update (entropy now "
@@ -635,31 +638,31 @@ def main(args: RunArgs | None = None) -> dict:
     def save(state):
         """Write model.pt (with --save-model) and checkpoint.pt (with --checkpoint-every), and
         flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags. Box2D
-        and MuJoCo envs pickle as the arguments that made them (EzPickle), not their state, and
-        some envs do not pickle at all (a lambda in a wrapper): those envs and their
-        observations are left out, and a resumed run begins new episodes."""
+        and MuJoCo envs pickle as the arguments that made them (EzPickle), not as their state.
+        Some envs do not pickle at all, such as one with a lambda in a wrapper. Those envs and
+        their observations are left out, and a resumed run begins new episodes."""
         writer.flush()
-        if args.save_model:  # only tensors, numbers, strings: safe to load
+        if args.save_model:  # Only tensors, numbers, strings: safe to load.
             write({"script": SCRIPT, "model": state["agent"].state_dict(), "args": asdict(args),
                    "global_step": state["global_step"]}, f"{folder}/model.pt")
         if not args.checkpoint_every:
             return
-        envs = state["envs"].env  # without the EnvGuard
+        envs = state["envs"].env  # Without the EnvGuard.
         without_envs = {k: v for k, v in state.items() if k not in ("envs", "next_obs")}
         exact = not isinstance(envs.unwrapped.envs[0].unwrapped, gym.utils.EzPickle)
         for kept in [dict(state, envs=envs)] * exact + [without_envs]:
-            try:  # without the envs where they do not pickle
+            try:  # Without the envs where they do not pickle.
                 return write({"script": SCRIPT, "args": asdict(args), "state": kept},
                              f"{folder}/checkpoint.pt")
-            except Exception as error:  # an object that does not pickle: a lambda, a local class
+            except Exception as error:  # An object that does not pickle: a lambda, a local class.
                 failure = error
-        args.checkpoint_every = 0  # said once: the run goes on without checkpoints
+        args.checkpoint_every = 0  # Said once: the run goes on without checkpoints.
         print(f"warning: no checkpoint: {failure}", file=sys.stderr)
 
-    # A guard rail or a Ctrl-C stops the run at once: its checkpoint.pt and model.pt are those of
-    # its last checkpoint, if any (whose weights are finite); its logs reach at least that far, and
-    # a --resume drops what was logged after it. After training, the files are written (as
-    # --checkpoint-every and --save-model ask), and the policy is evaluated.
+    # A guard rail or a Ctrl-C stops the run at once. Its checkpoint.pt and model.pt are then
+    # those of its last checkpoint, if any, whose weights are finite. Its logs reach at least that
+    # far, and a --resume drops what was logged after it. After training, the files are written
+    # (as --checkpoint-every and --save-model ask), and the policy is evaluated.
     try:
         state = train(args, writer, hook)
     except FloatingPointError as error:
@@ -676,17 +679,17 @@ def main(args: RunArgs | None = None) -> dict:
         eval_returns = evaluate(state["agent"].cpu(), args, folder) if args.eval_episodes else []
     except KeyboardInterrupt:
         interrupted(folder, "after training (saving or evaluating)")
-    for episode_return in eval_returns:  # at the step of the policy evaluated
+    for episode_return in eval_returns:  # At the step of the policy evaluated.
         writer.add_scalar("eval/episodic_return", episode_return, state["global_step"])
     writer.close()
     return dict(state, run_dir=folder, eval_returns=eval_returns)
 
 
 if __name__ == "__main__":
-    # Run as the module named after the file, not as __main__: a checkpoint then names this
-    # file's classes by the file's name, and code of one's own that imports the script loads it.
+    # Run as the module named after the file, not as __main__. A checkpoint then names this
+    # file's classes by the file's name, so code of one's own that imports the script loads it.
     try:
         importlib.import_module(SCRIPT).main()
-    except KeyboardInterrupt:  # before training, or in an --eval-checkpoint evaluation
+    except KeyboardInterrupt:  # Before training, or in an --eval-checkpoint evaluation.
         print(f"{SCRIPT}.py: interrupted: no model.pt or checkpoint.pt was saved", file=sys.stderr)
         raise SystemExit(130) from None

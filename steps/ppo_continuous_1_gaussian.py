@@ -97,11 +97,11 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
-    # the step that ends an episode already returns the first observation of the next one, and
-    # the real last observation is in infos["final_obs"]. So every stored transition is real (the
-    # default NEXT_STEP mode would spend one action per episode on a reset), and the final
-    # observation is at hand to bootstrap a truncated episode.
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
+    # The step that ends an episode already returns the first observation of the next one. The
+    # real last observation is in infos["final_obs"]. So every stored transition is real, and the
+    # final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP mode
+    # would spend one action per episode on a reset.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -109,10 +109,11 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
-    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
-    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
-    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
+    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
+    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
+    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
+    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
+    # V takes 1.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -177,9 +178,9 @@ class Agent(nn.Module):
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
 
-    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}), the value of the
-    observation that really followed step t: on a time-limit truncation that is the final
-    observation of the episode, not the reset observation the vector env returned.
+    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
+    observation that really followed step t. On a time-limit truncation, that is the episode's
+    final observation, not the reset observation the vector env returned.
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
         A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
@@ -188,9 +189,9 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
     limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
     2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
     ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N), with returns = A + V; with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
+    (T, N). returns = A + V: with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
     """
-    # Every δ_t at once; only the recursion over A needs a loop (run backwards in time).
+    # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
     advantages = torch.zeros_like(rewards)
@@ -203,19 +204,19 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 def surrogate(ratio, advantages, clip_coef):
     """The clipped surrogate objective L^CLIP(θ) on a batch of B steps, to maximise (Schulman et
-    al. 2017, eq. 7). Inputs have shape (B,); `ratio` holds r_t(θ), defined below.
+    al. 2017, eq. 7). Inputs have shape (B,). `ratio` holds r_t(θ), defined below.
 
     The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
     r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
-    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t): the gradient g of L is vpg.py's policy
-    gradient. Away from θ_old, L estimates the improvement only while the policy stays close
-    (the states still come from π_θ_old). TRPO bounds the step; PPO takes the minimum with a
-    clipped ratio instead, a pessimistic bound on r_t Â_t: a change of r_t beyond 1 ± ε counts
-    when it lowers the objective and not when it raises it.
+    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t), so the gradient g of L is vpg.py's
+    policy gradient. Away from θ_old, L estimates the improvement only while the policy stays
+    close, because the states still come from π_θ_old. TRPO bounds the step. PPO instead takes
+    the minimum with a clipped ratio, a pessimistic bound on r_t Â_t. A change of r_t beyond
+    1 ± ε counts when it lowers the objective, and not when it raises it.
     """
-    # A sample gives no gradient only where the clipped term is the smaller one: Â > 0 and
-    # r > 1 + ε, or Â < 0 and r < 1 − ε (the step already moved it far enough its way). Where r
-    # left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
+    # A sample gives no gradient only where the clipped term is the smaller one. That is where
+    # Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε: the steps already moved it far enough its way.
+    # Where r left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
     # math: L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)
     # math: \bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -226,13 +227,15 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
              clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
     """The PPO objective on a minibatch of B steps as one loss for actor and critic, to minimise
     (Schulman et al. 2017, eq. 9), with an entropy bonus that keeps the policy exploring. Inputs
-    have shape (B,); returns the scalar loss and a dict of detached diagnostics."""
+    have shape (B,). Returns the scalar loss and a dict of detached diagnostics."""
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
-    ratio = logratio.exp()  # r_t(θ); 1 (up to rounding) in the first minibatch of the first epoch
+    ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
     pg_loss = -surrogate(ratio, advantages, clip_coef)
     # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
-    # also clips the change of V around the rollout's prediction, like the ratio (core detail 9).
+    # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio,
+    # but here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
+    # Studies found this clip useless or harmful (Engstrom et al. 2020, Andrychowicz et al. 2021).
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
     # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]
     v_loss_unclipped = (new_value - returns) ** 2
@@ -246,9 +249,9 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss
     with torch.no_grad():
         # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old (J. Schulman, "Approximating KL
-        # divergence", 2020): k1 is unbiased but noisy and can be negative; k3 is unbiased and ≥ 0.
+        # divergence", 2020). k1 is unbiased but noisy and can be negative. k3 is unbiased and ≥ 0.
         # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
-        # clipfrac is the share of samples with |r − 1| > ε; some of them still give a gradient.
+        # clipfrac is the share of samples with |r − 1| > ε. Some of them still give a gradient.
         stats = {
             "policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy_loss,
             "old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),
@@ -276,13 +279,13 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     act_dim = action_space.shape[0]
     agent = Agent(obs_dim, act_dim, args.hidden_size).to(device)
-    # One optimiser for the actor and the critic, which share one loss. Adam's ε = 1e-5 instead
-    # of 1e-8, as in PPO's reference code (core detail 3); `fused`: one kernel for all weights.
+    # One optimiser for the actor and the critic, which share one loss. Adam's ε is 1e-5, not
+    # 1e-8, as in PPO's reference code (core detail 3). `fused` updates all weights in one kernel.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs (a step's few numbers cost less to store there than in
-    # tensors); the whole rollout becomes tensors once, before GAE.
+    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
+    # than in tensors. The whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, act_dim), dtype=np.float32)
@@ -293,13 +296,13 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-    global_step, episodic_returns, next_obs_np = 0, [], None  # episodic: (step, return) pairs
+    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
 
-    # Everything the loop needs to go on from the end of an update, by name (torch's random state
-    # is the CPU's). The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. State you add to the loop (a target network, a
-    # schedule's counter) goes here and below, or a resumed run goes on without it:
-    # tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. torch's random state
+    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. Add here and below any state you add to the
+    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
+    # without it. tools/resume_check.py finds what a resume loses.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
@@ -321,8 +324,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient (the update recomputes log π and V): inference mode is
-        # torch's no-gradient mode with the least bookkeeping.
+        # Collecting needs no gradient, because the update recomputes log π and V. Inference mode
+        # is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
@@ -362,11 +365,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         # truncated. After a termination it is the reset observation's value, masked in GAE.
         next_values = torch.cat([values[1:], next_value[None]])
         next_values = torch.where(truncations.bool(), final_values, next_values)
-        # Switched off (--no-bootstrap-truncation, an ablation), a truncation counts as a
-        # termination, as in CleanRL: the future of a cut episode is taken to be 0.
+        # --no-bootstrap-truncation, an ablation, counts a truncation as a termination, as CleanRL.
         terminal = (terminations if args.bootstrap_truncation
                     else torch.maximum(terminations, truncations))
-        # The critic regresses on the λ-returns A + V (PPO's reference code), not on λ = 1.
+        # The critic regresses on the λ-returns A + V, as in PPO's reference code, not on λ = 1.
         advantages, returns = compute_gae(rewards, values, next_values, terminal, truncations,
                                           args.gamma, args.gae_lambda)
 
@@ -386,15 +388,14 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 _, new_logprob, entropy, new_value = agent.get_action_and_value(b_obs[mb_inds],
                                                                                 b_actions[mb_inds])
                 mb_advantages = b_advantages[mb_inds]
-                # Normalised per minibatch (core detail 7). For the unclipped term r·Â, the mean
-                # is a baseline (it leaves the expected gradient alone: E_{a~π_old}[∇r] =
-                # ∇ Σ_a π_θ(a|s) = 0). In the clipped loss it does more: shifting Â changes which
-                # samples are clipped, so after the first minibatch it changes the expected
-                # update too. Dividing by the std scales the policy term alone. The actor and the
-                # critic are separate networks, so the value term's gradient itself does not
-                # change; what changes is the policy term's weight against the entropy bonus (both
-                # on the actor) and the total norm the shared clip sees: when it clips, its one
-                # factor rescales the critic's gradient too.
+                # Normalised per minibatch (core detail 7). For the unclipped term r·Â, the mean is
+                # a baseline: E_{a~π_old}[∇r] = ∇ Σ_a π_θ(a|s) = 0, so the expected gradient stays.
+                # In the clipped loss it does more. Shifting Â changes which samples are clipped, so
+                # after the first minibatch it changes the expected update. Dividing by the std
+                # scales the policy term alone. Actor and critic are separate networks, so the
+                # critic's gradient does not change. But the policy term's weight against the
+                # entropy bonus, also on the actor, changes. So does the norm the shared clip sees,
+                # and when it clips, its one factor rescales the critic's gradient too.
                 if args.norm_adv:
                     mb_advantages = ((mb_advantages - mb_advantages.mean())
                                      / (mb_advantages.std() + 1e-8))
@@ -408,8 +409,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 epoch_stats.append(stats)
             update_stats += epoch_stats
             # Early stop: the policy has already moved far from π_old. Spinning Up's PPO checks the
-            # KL after every step against 1.5 × target; CleanRL checks once per epoch, the KL of
-            # the epoch's last minibatch; we check once per epoch too, the mean over the epoch.
+            # KL after every step, against 1.5 × target. CleanRL checks once per epoch, the KL of
+            # the epoch's last minibatch. We check once per epoch too, on the mean over the epoch.
             epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()
             if args.target_kl is not None and epoch_kl > args.target_kl:
                 break
@@ -419,7 +420,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                   for key in update_stats[0]}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
+        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -433,10 +434,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # the tooling: guard rails, checkpoints
+        if hook:  # The tooling: guard rails, checkpoints.
             hook(state(), losses)
     envs.close()
-    writer.flush()  # on disk; left open (the tooling logs its evaluation to it after)
+    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
     return state()
 
 
