@@ -228,8 +228,8 @@ class Agent(nn.Module):
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64,
                  norm_obs: bool = True):
         super().__init__()
-        # The one place where the action space decides the policy head: a Gaussian for Box
-        # actions, a Categorical for Discrete ones.
+        # The one place where the action space decides the policy head. Box actions get a
+        # Gaussian, and Discrete ones a Categorical.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.hidden_size = hidden_size

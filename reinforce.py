@@ -1,9 +1,17 @@
 """REINFORCE: the Monte-Carlo policy gradient, no critic, in one file.
 
+    REINFORCE, one iteration of `train`:
+    1. Reset the N envs. Play complete episodes with π_θ until the batch holds at least
+       --batch-size steps (`--- rollout ---`).
+    2. Compute the rewards-to-go G_t of each step, within its episode (`compute_returns`).
+    3. With `--norm-returns`, normalise G over the batch.
+    4. Take one Adam step on the loss −(1/B) Σ_t log π_θ(a_t|s_t) G_t (`reinforce_loss`).
+    5. Measure how far the step moved the policy, then log (`--- log ---`).
+
 Williams (1992), "Simple statistical gradient-following algorithms for connectionist
-reinforcement learning", with rewards-to-go as the return weights (Sutton & Barto 2018, §13.3).
-For Gymnasium environments with `Discrete` actions (CartPole-v1, LunarLander-v3) or `Box`
-actions (Pendulum-v1, HalfCheetah-v4).
+reinforcement learning". Rewards-to-go weight the log-probabilities (Sutton & Barto 2018, §13.3).
+The script takes Gymnasium environments with `Discrete` actions, such as CartPole-v1 and
+LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
 
     python reinforce.py                                     # CartPole-v1, 500k steps
     python reinforce.py --help                              # every flag, with its meaning
@@ -16,8 +24,8 @@ Flags marked (tooling) come from the tooling after `train`: a copy cut at its ba
 The first file of the reading order reinforce.py → vpg.py → trpo.py → ppo_discrete.py →
 ppo_continuous.py. Each batch is a set of complete episodes played by the current policy, and
 the policy takes one Adam step on it. Nothing here estimates a value, so nothing can stand in
-for the rewards after a cut: every episode is played to its end, and an episode cut by a time
-limit counts as ended there, its missing rewards taken as 0.
+for the rewards after a cut. So every episode is played to its end. An episode cut by a time
+limit counts as ended there, and its missing rewards are taken as 0.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
 training algorithm ends with `train`. The tooling after it (input checks, evaluation,
@@ -112,39 +120,40 @@ class Agent(nn.Module):
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head: a Gaussian for Box
-        # actions, a Categorical for Discrete ones.
+        # The one place where the action space decides the policy head. Box actions get a
+        # Gaussian, and Discrete ones a Categorical.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up's VPG. With σ ≈ 0.61 about a
-            # tenth of the first action components fall outside [−1, 1], the bounds of most MuJoCo
-            # envs (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third); for a
-            # whole 6-dimensional action (HalfCheetah's), some component does 47% of the time
-            # (with σ = 1, 90%).
+            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG. Most MuJoCo envs
+            # bound actions to [−1, 1], and Humanoid to ±0.4. With σ ≈ 0.61, about a tenth of the
+            # first action components fall outside [−1, 1] and reach the env clipped. With σ = 1,
+            # a third would. For a whole 6-dimensional action, as HalfCheetah's, some component
+            # falls outside 47% of the time, and 90% with σ = 1.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,): the most likely one (Discrete) or the
-        mean μ_θ(s) (Box, not yet clipped to the bounds), and the memory the next call takes (none:
-        this policy has no memory). Evaluation acts through this method alone, and the rest of the
-        tooling uses only the constructor and nn.Module's own methods, never the layers."""
+        """The greedy action for one observation (obs_dim,), and the memory the next call takes.
+        The greedy action is the most likely one for Discrete actions. For Box actions it is the
+        mean μ_θ(s), not yet clipped to the bounds. This policy has no memory, so it returns none.
+        Evaluation acts through this method alone. The rest of the tooling uses only the
+        constructor and nn.Module's own methods, never the layers."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions written out, so that their formulas are on the page (tests compare
-        # them with torch.distributions, which is why log σ is computed as log(σ), as it does).
+        # Both distributions are written out, so that their formulas are on the page. Tests
+        # compare them with torch.distributions, so log σ is computed as log(σ), as it does.
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product: log-probs add up
-            # over the last axis, and so do the entropies.
+            # The action dimensions are independent, so the density is a product. So log-probs add
+            # up over the last axis, and so do the entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -168,12 +177,12 @@ class Agent(nn.Module):
 def compute_returns(rewards, dones, gamma: float):
     """Discounted rewards-to-go of every step of a rollout, each within its own episode.
 
-    rewards and dones have shape (T, N), time-major (or (T,) for one env); dones[t] = 1 at the
+    rewards and dones have shape (T, N), time-major, or (T,) for one env. dones[t] = 1 at the
     last step of each episode. The sum stops at the episode's end and never crosses into the next:
 
         G_t = r_t + γ (1 − done_t) G_{t+1}   =   Σ_{l ≥ 0, within the episode} γ^l r_{t+l}
 
-    Only rewards from t on appear: an action cannot change the rewards that came before it, so
+    Only rewards from t on appear. An action cannot change the rewards that came before it, so
     dropping them leaves the gradient's expectation unchanged and usually lowers its variance.
     """
     returns = torch.zeros_like(rewards)
@@ -187,18 +196,18 @@ def compute_returns(rewards, dones, gamma: float):
 def reinforce_loss(logprob, returns):
     """The REINFORCE surrogate on a batch, as a loss to minimise. Inputs have shape (B,).
 
-    Its gradient is minus the policy-gradient estimate, rescaled (Williams 1992): descending it
+    Its gradient is minus the policy-gradient estimate, rescaled (Williams 1992). Descending it
     raises the log-probability of each action in proportion to the return that followed. Its
     value is no measure of how well the policy performs: judge a run by its returns.
     """
     # The estimate ĝ of ∇J from the batch's episodes τ ∈ D (Williams 1992, rewards-to-go form):
     # math: \hat g = \frac{1}{|D|} \sum_\tau \sum_t \nabla_\theta \log \pi_\theta(a_t|s_t)\, G_t
     # Sutton & Barto (§13.3) also weight step t by γ^t, which makes ĝ the gradient of the
-    # discounted return from the first state; like most implementations (Spinning Up's too), this
+    # discounted return from the first state. Like most implementations, Spinning Up's too, this
     # file leaves γ^t out, so a late step counts as much as an early one.
-    # The loss averages over the B steps instead of the |D| episodes: that rescales each batch's
+    # The loss averages over the B steps instead of the |D| episodes. That rescales each batch's
     # gradient by |D|/B, one over the batch's mean episode length. Its direction stays, but the
-    # scale is no constant: on CartPole, as episodes grow from about 20 steps to 500, it falls
+    # scale is no constant. On CartPole, as episodes grow from about 20 steps to 500, it falls
     # about 25×. Adam's step is blind only to a constant scale of the gradient, so this acts as
     # a hidden decay of the step size.
     # math: L(\theta) = -\frac{1}{B}\sum_t \log \pi_\theta(a_t|s_t)\, G_t
@@ -221,8 +230,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
-    # Adam's ε = 1e-5 instead of 1e-8, as in PPO's reference code (core detail 3 of Huang et
-    # al. 2022); `fused`: one kernel for all weights.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
@@ -248,24 +257,24 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     start_time, start_step, last_print = time.time(), global_step, 0
     while global_step < args.total_timesteps:
         # --- rollout: complete episodes of the current policy π_θ, at least batch_size steps ---
-        # Every batch starts fresh episodes: one still running from the last batch was begun
-        # by an older policy. Once the batch is full, no env starts a new episode for it, but
-        # every episode already begun is played to its end: keeping only those that finish
-        # first would favour short episodes. A time-limit truncation (CartPole's 500 steps)
-        # is taken as the episode's end: with no critic there is nothing to bootstrap the
-        # missing rewards with, so G_t near the limit lacks the rewards that would have followed
-        # (Pardo et al. 2018).
-        # The first reset seeds env i with seed + i; later resets continue those random streams
-        # (new envs of a run resumed without its own, as Box2D's: unseeded ones).
+        # Every batch starts fresh episodes, because one still running from the last batch was
+        # begun by an older policy. Once the batch is full, no env starts a new episode for it.
+        # But every episode already begun is played to its end, because keeping only those that
+        # finish first would favour short episodes. A time-limit truncation, such as CartPole's
+        # 500 steps, is taken as the episode's end. With no critic there is nothing to bootstrap
+        # the missing rewards with. So G_t near the limit lacks the rewards that would have
+        # followed (Pardo et al. 2018).
+        # The first reset seeds env i with seed + i. Later resets continue those random streams.
+        # A run resumed without its own envs, as Box2D's, gets new envs, unseeded.
         next_obs_np, _ = envs.reset(seed=args.seed if global_step == 0 else None)
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
         iteration_start, batch_steps = global_step, 0
-        # NumPy while the rollout runs, one entry per step of the N envs; keep marks the steps
+        # NumPy while the rollout runs, one entry per step of the N envs. keep marks the steps
         # that enter the batch: env i's, up to the end of its last episode in the batch.
         obs_np, actions_np, rewards_np, dones_np, keep_np = [], [], [], [], []
         collecting = np.ones(args.num_envs, dtype=bool)  # env i's episode goes into the batch
-        # Collecting needs no gradient (the update recomputes log π): inference mode is torch's
-        # no-gradient mode with the least bookkeeping.
+        # Collecting needs no gradient, because the update recomputes log π. Inference mode is
+        # torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             while collecting.any():
                 global_step += args.num_envs
@@ -274,7 +283,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 action, _, _ = agent.get_action(next_obs)
                 action_np = action.cpu().numpy()
                 actions_np.append(action_np)
-                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
                 # keeps the sample itself, whose log-probability is the one the gradient needs.
                 env_action = action_np
                 if agent.continuous:
@@ -304,9 +313,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         returns = compute_returns(rewards.float(), dones.float(), args.gamma)  # (T, N)
         b_obs, b_actions, b_returns = obs[keep], actions[keep], returns[keep]  # (B, ...)
         if args.norm_returns:
-            # The batch mean is a baseline: subtracting a constant leaves the expected gradient
-            # unchanged, since E[∇ log π] = 0 (apart from the small bias of taking the mean from
-            # the same batch); dividing by the std only rescales the step.
+            # The batch mean is a baseline. Subtracting a constant leaves the expected gradient
+            # unchanged, since E[∇ log π] = 0. Taking the mean from the same batch adds a small
+            # bias. Dividing by the std only rescales the step.
             b_returns = (b_returns - b_returns.mean()) / (b_returns.std() + 1e-8)
 
         # --- update: one policy-gradient step on θ ---

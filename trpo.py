@@ -140,43 +140,44 @@ class Agent(nn.Module):
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head: a Gaussian for Box
-        # actions, a Categorical for Discrete ones.
+        # The one place where the action space decides the policy head. Box actions get a
+        # Gaussian, and Discrete ones a Categorical.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up's VPG. With σ ≈ 0.61 about a
-            # tenth of the first action components fall outside [−1, 1], the bounds of most MuJoCo
-            # envs (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third); for a
-            # whole 6-dimensional action (HalfCheetah's), some component does 47% of the time
-            # (with σ = 1, 90%).
+            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG. Most MuJoCo envs
+            # bound actions to [−1, 1], and Humanoid to ±0.4. With σ ≈ 0.61, about a tenth of the
+            # first action components fall outside [−1, 1] and reach the env clipped. With σ = 1,
+            # a third would. For a whole 6-dimensional action, as HalfCheetah's, some component
+            # falls outside 47% of the time, and 90% with σ = 1.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,): the most likely one (Discrete) or the
-        mean μ_θ(s) (Box, not yet clipped to the bounds), and the memory the next call takes (none:
-        this policy has no memory). Evaluation acts through this method alone, and the rest of the
-        tooling uses only the constructor and nn.Module's own methods, never the layers."""
+        """The greedy action for one observation (obs_dim,), and the memory the next call takes.
+        The greedy action is the most likely one for Discrete actions. For Box actions it is the
+        mean μ_θ(s), not yet clipped to the bounds. This policy has no memory, so it returns none.
+        Evaluation acts through this method alone. The rest of the tooling uses only the
+        constructor and nn.Module's own methods, never the layers."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions written out, so that their formulas are on the page (tests compare
-        # them with torch.distributions, which is why log σ is computed as log(σ), as it does).
+        # Both distributions are written out, so that their formulas are on the page. Tests
+        # compare them with torch.distributions, so log σ is computed as log(σ), as it does.
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product: log-probs add up
-            # over the last axis, and so do the entropies.
+            # The action dimensions are independent, so the density is a product. So log-probs add
+            # up over the last axis, and so do the entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -360,7 +361,7 @@ def trpo_step(agent, params, obs, actions, advantages, args):
 
 
 def value_loss(value, returns):
-    """Mean squared error of the critic against its targets; inputs have shape (B,)."""
+    """Mean squared error of the critic against its targets. Inputs have shape (B,)."""
     # math: L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2
     return ((value - returns) ** 2).mean()
 
@@ -439,7 +440,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 value = agent.get_value(next_obs)
                 action_np = action.cpu().numpy()
                 actions_np[step], values_np[step] = action_np, value.cpu().numpy()
-                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
                 # keeps the sample itself, whose log-probability is the one the gradient needs.
                 env_action = action_np
                 if agent.continuous:
@@ -473,9 +474,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         next_values = torch.where(truncations.bool(), final_values, next_values)
         advantages, _ = compute_gae(rewards, values, next_values, terminations, truncations,
                                     args.gamma, args.gae_lambda)
-        # The critic regresses on the discounted rewards-to-go, bootstrapped the same way (as in
-        # Spinning Up): GAE's returns with λ = 1. With k the number of steps from t to the end of
-        # the episode or of the batch, whichever comes first, V(s_{t+k}) is V(final observation)
+        # The critic regresses on the discounted rewards-to-go, bootstrapped the same way, as in
+        # Spinning Up: GAE's returns with λ = 1. Let k be the number of steps from t to the end of
+        # the episode or of the batch, whichever comes first. Then V(s_{t+k}) is V(final obs)
         # after a truncation, V(s_T) at the batch's end, and 0 after a termination:
         # math: \hat R_t = \sum_{l=0}^{k-1} \gamma^l r_{t+l} + \gamma^k V(s_{t+k})
         _, returns = compute_gae(rewards, values, next_values, terminations, truncations,

@@ -1,10 +1,19 @@
 """Vanilla policy gradient (VPG) with a learned value baseline and GAE-λ, in one file.
 
-The policy gradient with a critic as baseline (Sutton et al. 2000; Williams 1992, §4) and
-generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438), as OpenAI's Spinning
-Up defines VPG: one policy-gradient step per batch, then many regression steps on the critic.
-For Gymnasium environments with `Discrete` actions (CartPole-v1, LunarLander-v3) or `Box`
-actions (Pendulum-v1, HalfCheetah-v4).
+    VPG, one iteration of `train`:
+    1. Step the N envs T times with π_θ. Store obs, a, r and V(s) (`--- rollout ---`).
+    2. At a truncation, store V(final obs) to bootstrap the cut episode (`final_values`).
+    3. Bootstrap the batch's end with V(s_T). Compute the GAE-λ advantages Â (`compute_gae`).
+    4. Compute the critic's targets R̂, GAE's returns with λ = 1 (`compute_gae`).
+    5. Normalise Â over the batch (`--- flatten the batch ---`).
+    6. Take one Adam step on the policy loss (`vpg_loss`).
+    7. Take --vf-iters Adam steps on the critic's loss (`value_loss`), then log (`--- log ---`).
+
+The policy gradient with a critic as baseline (Sutton et al. 2000; Williams 1992, §4). Advantages
+come from generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438). VPG is as
+OpenAI's Spinning Up defines it: one policy-gradient step per batch, then many regression steps on
+the critic. The script takes Gymnasium environments with `Discrete` actions, such as CartPole-v1
+and LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
 
     python vpg.py                                           # CartPole-v1, 500k steps
     python vpg.py --env-id HalfCheetah-v4 --total-timesteps 1000000
@@ -16,29 +25,24 @@ actions (Pendulum-v1, HalfCheetah-v4).
 Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
 
 What changes from reinforce.py: four steps, each one idea and each a file that runs
-(docs/reinforce-to-vpg.html). steps/vpg_1_baseline.py brings a learned baseline: REINFORCE weights
-each log-probability by the return G_t, whose variance grows with the episode; weighted by G_t −
-V_φ(s_t) instead, with V_φ a critic that learns to predict G_t, the expected gradient is the same
-(E[∇ log π] = 0) and, as V learns, the variance is usually lower. The critic has its own Adam and
-takes `vf_iters` steps per batch. steps/vpg_2_rollout.py cuts the batch at a fixed T steps per env:
-V estimates the rewards after a cut, so a batch need not hold whole episodes, and a time-limit
-truncation is bootstrapped with V(final observation), the batch's end with V(s_T).
-steps/vpg_3_gae.py weights by GAE-λ advantages Â_t: at λ = 1, for an episode that terminates inside
-the batch, Â_t = G_t − V(s_t); λ < 1 trades some bias, where V is inexact, for less variance. This
-file normalises Â over the batch. The policy's step size (3e-3) and the budget (500k steps) stay
-reinforce.py's throughout.
+(docs/reinforce-to-vpg.html).
+- steps/vpg_1_baseline.py: a learned baseline V_φ(s_t), with its own Adam and `vf_iters` steps.
+- steps/vpg_2_rollout.py: a batch of a fixed T steps per env, bootstrapped with V.
+- steps/vpg_3_gae.py: GAE-λ advantages.
+- this file: advantages normalised over the batch.
+The policy's step size (3e-3) and the budget (500k steps) stay reinforce.py's throughout.
 
 What changes from vpg_3_gae.py, one idea: advantages normalised over the batch. Â is always
-normalised to mean 0 and std 1 over the batch, as Spinning Up does (the `--norm-adv` flag of the
-steps before, off by default there and renamed from reinforce.py's `--norm-returns`, goes). The
-mean is a baseline; the std only rescales each batch's gradient, to a scale that no longer drifts
-with the size of the returns (Adam is blind to a constant factor, not to a drifting one).
+normalised to mean 0 and std 1 over the batch, as Spinning Up does. The steps before had a flag
+for it, `--norm-adv`, off by default and renamed from reinforce.py's `--norm-returns`. It goes.
+The mean is a baseline. The std only rescales each batch's gradient, to a scale that no longer
+drifts with the size of the returns. Adam is blind to a constant factor, not to a drifting one.
 
-Defaults follow Spinning Up's `vpg.py` (4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99,
-λ 0.97, no observation normalisation), but not its policy step size: its pi_lr 3e-4 is too small
-to learn much in 1M MuJoCo steps (benchmarks/RESULTS.md, suite figure3-vpg-lr). Unlike PPO, VPG
-takes a single gradient step per batch: the estimate is only valid at the policy that collected
-the data, and VPG has no ratio or clip to keep a second step honest.
+Defaults follow Spinning Up's `vpg.py`: 4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99,
+λ 0.97, no observation normalisation. The policy's step size does not. Spinning Up's pi_lr 3e-4
+is too small to learn much in 1M MuJoCo steps (benchmarks/RESULTS.md, suite figure3-vpg-lr).
+Unlike PPO, VPG takes a single gradient step per batch. The estimate is only valid at the policy
+that collected the data, and VPG has no ratio or clip to keep a second step honest.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
 training algorithm ends with `train`. The tooling after it (input checks, evaluation,
@@ -139,43 +143,44 @@ class Agent(nn.Module):
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head: a Gaussian for Box
-        # actions, a Categorical for Discrete ones.
+        # The one place where the action space decides the policy head. Box actions get a
+        # Gaussian, and Discrete ones a Categorical.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up's VPG. With σ ≈ 0.61 about a
-            # tenth of the first action components fall outside [−1, 1], the bounds of most MuJoCo
-            # envs (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third); for a
-            # whole 6-dimensional action (HalfCheetah's), some component does 47% of the time
-            # (with σ = 1, 90%).
+            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG. Most MuJoCo envs
+            # bound actions to [−1, 1], and Humanoid to ±0.4. With σ ≈ 0.61, about a tenth of the
+            # first action components fall outside [−1, 1] and reach the env clipped. With σ = 1,
+            # a third would. For a whole 6-dimensional action, as HalfCheetah's, some component
+            # falls outside 47% of the time, and 90% with σ = 1.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,): the most likely one (Discrete) or the
-        mean μ_θ(s) (Box, not yet clipped to the bounds), and the memory the next call takes (none:
-        this policy has no memory). Evaluation acts through this method alone, and the rest of the
-        tooling uses only the constructor and nn.Module's own methods, never the layers."""
+        """The greedy action for one observation (obs_dim,), and the memory the next call takes.
+        The greedy action is the most likely one for Discrete actions. For Box actions it is the
+        mean μ_θ(s), not yet clipped to the bounds. This policy has no memory, so it returns none.
+        Evaluation acts through this method alone. The rest of the tooling uses only the
+        constructor and nn.Module's own methods, never the layers."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions written out, so that their formulas are on the page (tests compare
-        # them with torch.distributions, which is why log σ is computed as log(σ), as it does).
+        # Both distributions are written out, so that their formulas are on the page. Tests
+        # compare them with torch.distributions, so log σ is computed as log(σ), as it does.
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product: log-probs add up
-            # over the last axis, and so do the entropies.
+            # The action dimensions are independent, so the density is a product. So log-probs add
+            # up over the last axis, and so do the entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -229,11 +234,11 @@ def vpg_loss(logprob, advantages):
 
     Its gradient is minus the policy-gradient estimate with Ψ_t = Â_t (Schulman et al. 2016,
     eq. 1), averaged over the B steps of the batch. reinforce.py's loss is a mean over steps
-    too: relative to its ĝ, a mean over episodes, that is a factor |D|/B, one over the mean
-    episode length, which drifts as episodes lengthen. Here a batch is N segments of a fixed T
-    steps, cut mid-episode, and no per-episode mean exists: the mean over B = N·T steps is a
-    fixed factor, to which Adam is blind. Its value is no measure of how well the policy
-    performs: judge a run by its returns.
+    too. Against its ĝ, a mean over episodes, that is a factor |D|/B, one over the mean episode
+    length, and it drifts as episodes lengthen. Here a batch is N segments of a fixed T steps,
+    cut mid-episode, and no per-episode mean exists. The mean over B = N·T steps is a fixed
+    factor, to which Adam is blind. Its value is no measure of how well the policy performs:
+    judge a run by its returns.
     """
     # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t
     # math: -\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,\hat A_t
@@ -241,7 +246,7 @@ def vpg_loss(logprob, advantages):
 
 
 def value_loss(value, returns):
-    """Mean squared error of the critic against its targets; inputs have shape (B,)."""
+    """Mean squared error of the critic against its targets. Inputs have shape (B,)."""
     # math: L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2
     return ((value - returns) ** 2).mean()
 
@@ -264,8 +269,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
     # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
-    # step counts. Adam's ε = 1e-5 instead of 1e-8, as in PPO's reference code (core detail 3
-    # of Huang et al. 2022); `fused`: one kernel for all weights.
+    # step counts. Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of
+    # Huang et al. 2022). `fused` updates all weights in one kernel.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
     pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
@@ -320,7 +325,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 value = agent.get_value(next_obs)
                 action_np = action.cpu().numpy()
                 actions_np[step], values_np[step] = action_np, value.cpu().numpy()
-                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
                 # keeps the sample itself, whose log-probability is the one the gradient needs.
                 env_action = action_np
                 if agent.continuous:
@@ -354,9 +359,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         next_values = torch.where(truncations.bool(), final_values, next_values)
         advantages, _ = compute_gae(rewards, values, next_values, terminations, truncations,
                                     args.gamma, args.gae_lambda)
-        # The critic regresses on the discounted rewards-to-go, bootstrapped the same way (as in
-        # Spinning Up): GAE's returns with λ = 1. With k the number of steps from t to the end of
-        # the episode or of the batch, whichever comes first, V(s_{t+k}) is V(final observation)
+        # The critic regresses on the discounted rewards-to-go, bootstrapped the same way, as in
+        # Spinning Up: GAE's returns with λ = 1. Let k be the number of steps from t to the end of
+        # the episode or of the batch, whichever comes first. Then V(s_{t+k}) is V(final obs)
         # after a truncation, V(s_T) at the batch's end, and 0 after a termination:
         # math: \hat R_t = \sum_{l=0}^{k-1} \gamma^l r_{t+l} + \gamma^k V(s_{t+k})
         _, returns = compute_gae(rewards, values, next_values, terminations, truncations,
@@ -367,9 +372,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         b_values, b_returns = values.reshape(-1), returns.reshape(-1)
         b_advantages = advantages.reshape(-1)
         # Normalised over the batch, as in Spinning Up. Dividing by the std only rescales the
-        # step; subtracting the mean is a baseline: it changes this batch's estimate, its
-        # direction too, but not its expectation, since E[∇ log π] = 0 (apart from the small bias
-        # of taking the mean from the same batch).
+        # step. Subtracting the mean is a baseline. It changes this batch's estimate, its
+        # direction too, but not its expectation, since E[∇ log π] = 0. Taking the mean from the
+        # same batch adds a small bias.
         b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
         # --- update: one policy-gradient step on θ, then vf_iters critic steps on φ ---
