@@ -1,22 +1,21 @@
 """Proximal policy optimisation (PPO-clip) with a learned value baseline and GAE-λ, in one file.
 
     PPO-clip, one iteration of `train`:
-    1. Decay the step size α linearly (`--anneal-lr`).
-    2. Step the N envs T times with π_θ_old (`--- rollout ---`).
-       Store obs, a, r, log π_θ_old(a|s) and V(s).
-    3. At a truncation, store V(final obs) to bootstrap the cut episode (`final_values`).
-    4. Bootstrap the batch's end with V(s_T). Compute Â and the λ-returns R (`compute_gae`).
-    5. For each of K epochs, shuffle the batch into minibatches (`--- update ---`).
-    6. On each minibatch, normalise Â, then take one Adam step on the loss (`ppo_loss`):
-       the clipped surrogate (`surrogate`), the value loss and the entropy bonus.
-       The gradient's norm is clipped first.
-    7. With `--target-kl`, stop the epochs once an epoch's mean KL exceeds it.
-    8. Log the losses, each a mean over the whole update (`--- log ---`).
+    1. Step the N envs T times with π_θ. Store obs, a, r and V(s) (`--- rollout ---`).
+       Store log π_θ_old(a|s) too: π_θ is π_θ_old until the update.
+    2. At a truncation, store V(final obs) to bootstrap the cut episode (`final_values`).
+    3. Bootstrap the batch's end with V(s_T). Compute the GAE-λ advantages Â (`compute_gae`).
+       The critic's targets are the λ-returns Â + V.
+    4. For K epochs, or until an epoch's mean KL exceeds `--target-kl`, shuffle the batch into
+       minibatches (`--- update ---`).
+    5. On each minibatch, normalise Â, then take one Adam step on the loss (`ppo_loss`): the
+       clipped surrogate (`surrogate`), the value loss and the entropy bonus (`--- log ---`).
 
 Schulman, Wolski, Dhariwal, Radford and Klimov (2017), "Proximal policy optimization
-algorithms" (arXiv:1707.06347), its clipped variant. Advantages come from generalised advantage
-estimation (Schulman et al. 2016, arXiv:1506.02438). The script takes Gymnasium environments with
-`Discrete` actions: CartPole-v1, Acrobot-v1, LunarLander-v3. ppo_continuous.py takes `Box` actions.
+algorithms" (arXiv:1707.06347), its clipped variant.
+Advantages come from generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438).
+The script takes Gymnasium environments with `Discrete` actions: CartPole-v1, Acrobot-v1,
+LunarLander-v3. ppo_continuous.py takes `Box` actions.
 
     python ppo_discrete.py                                  # CartPole-v1, 500k steps
     python ppo_discrete.py --help                           # every flag, with its meaning
@@ -26,10 +25,8 @@ estimation (Schulman et al. 2016, arXiv:1506.02438). The script takes Gymnasium 
 
 Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
 
-What changes from trpo.py: two steps, each a file that runs (docs/trpo-to-ppo_discrete.html,
-or docs/vpg-to-ppo_discrete.html from vpg.py). The first, steps/ppo_1_clip.py, puts a clipped
-objective in place of the trust region. The second, this file, brings the details of PPO's
-reference code.
+What changes from trpo.py: two steps (docs/trpo-to-ppo_discrete.html). steps/ppo_1_clip.py puts
+a clipped objective in place of the trust region. This file then brings PPO's reference code.
 
 What changes from ppo_1_clip.py: the details of PPO's reference code. They are not one idea but
 several, as openai/baselines' ppo2 and CleanRL's `ppo.py` have them.
@@ -38,24 +35,22 @@ several, as openai/baselines' ppo2 and CleanRL's `ppo.py` have them.
   ppo2 has no KL stop, and CleanRL tests the KL of the epoch's last minibatch.
 - One loss and one Adam serve actor and critic. The loss adds an entropy bonus and a clipped
   value term. They take the place of the critic's own Adam and its 80 steps.
-- The step size decays linearly (`--anneal-lr`), and the gradient's norm is clipped.
-- V's targets are the λ-returns, not the λ = 1 returns.
-- Advantages are normalised per minibatch, not per batch.
-- The policy has a Categorical head alone (ppo_continuous.py takes Box actions).
-- One call gives the action and V (`get_action_and_value`).
-- A flag treats a truncation as a termination, for an ablation.
-- The logs gain clipfrac, old_approx_kl and the learning rate.
+- The step size α decays linearly (`--anneal-lr`), and the gradient's norm is clipped.
+- V's targets are the λ-returns, not the λ = 1 returns. Â is normalised per minibatch, not per
+  batch.
+- The policy has a Categorical head alone (ppo_continuous.py takes Box actions). One call gives
+  the action and V (`get_action_and_value`).
+- A flag treats a truncation as a termination, for an ablation. The logs gain clipfrac,
+  old_approx_kl and the learning rate.
 The defaults are those of CleanRL's `ppo.py`: 4 envs × 128 steps, α 2.5e-4, λ 0.95.
 
 Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022). "Core detail
 N" is the N-th of its 13 core details.
 
-Deliberate differences, each explained where it happens:
-- A time-limit truncation is bootstrapped with the value of the real final observation (Pardo
-  et al. 2018). `--no-bootstrap-truncation` does as CleanRL does, and benchmarks/ABLATIONS.md
-  measures the difference.
-- Losses are logged as means over the whole update.
-- The policy is saved with everything needed to evaluate it.
+Deliberate differences, each explained where it happens. A time-limit truncation is bootstrapped
+with the value of the real final observation (Pardo et al. 2018). `--no-bootstrap-truncation`
+does as CleanRL does, and benchmarks/ABLATIONS.md measures the difference. Losses are logged as
+means over the whole update. The policy is saved with everything needed to evaluate it.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
 training algorithm ends with `train`. The tooling after it (input checks, evaluation,
@@ -136,10 +131,10 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
-    # The step that ends an episode already returns the first observation of the next one. The
-    # real last observation is in infos["final_obs"]. So every stored transition is real, and the
-    # final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP mode
-    # would spend one action per episode on a reset.
+    # The step that ends an episode already returns the first observation of the next one.
+    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
+    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
+    # mode would spend one action per episode on a reset.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -304,8 +299,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, int(action_space.n), args.hidden_size).to(device)
-    # One optimiser for the actor and the critic, which share one loss. Adam's ε is 1e-5, not
-    # 1e-8, as in PPO's reference code (core detail 3). `fused` updates all weights in one kernel.
+    # One optimiser for the actor and the critic, which share one loss.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
@@ -349,8 +345,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient, because the update recomputes log π and V. Inference mode
-        # is torch's no-gradient mode with the least bookkeeping.
+        # Collecting needs no gradient, because the update recomputes log π and V.
+        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs

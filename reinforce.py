@@ -1,8 +1,7 @@
 """REINFORCE: the Monte-Carlo policy gradient, no critic, in one file.
 
     REINFORCE, one iteration of `train`:
-    1. Reset the N envs. Play complete episodes with π_θ until the batch holds at least
-       --batch-size steps (`--- rollout ---`).
+    1. Play complete episodes with π_θ in N envs, --batch-size steps or more (`--- rollout ---`).
     2. Compute the rewards-to-go G_t of each step, within its episode (`compute_returns`).
     3. With `--norm-returns`, normalise G over the batch.
     4. Take one Adam step on the loss −(1/B) Σ_t log π_θ(a_t|s_t) G_t (`reinforce_loss`).
@@ -22,10 +21,8 @@ LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
 Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
 
 The first file of the reading order reinforce.py → vpg.py → trpo.py → ppo_discrete.py →
-ppo_continuous.py. Each batch is a set of complete episodes played by the current policy, and
-the policy takes one Adam step on it. Nothing here estimates a value, so nothing can stand in
-for the rewards after a cut. So every episode is played to its end. An episode cut by a time
-limit counts as ended there, and its missing rewards are taken as 0.
+ppo_continuous.py. Nothing here estimates a value, so nothing can stand in for the rewards after
+a cut. An episode cut by a time limit counts as ended there, its missing rewards taken as 0.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
 training algorithm ends with `train`. The tooling after it (input checks, evaluation,
@@ -85,8 +82,8 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
-    # The step that ends an episode already returns the first observation of the next one. So no
-    # action is spent on a reset, and every step in the batch is a real transition.
+    # The step that ends an episode already returns the first observation of the next one.
+    # So no action is spent on a reset, and every step in the batch is a real transition.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -273,8 +270,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         # that enter the batch: env i's, up to the end of its last episode in the batch.
         obs_np, actions_np, rewards_np, dones_np, keep_np = [], [], [], [], []
         collecting = np.ones(args.num_envs, dtype=bool)  # env i's episode goes into the batch
-        # Collecting needs no gradient, because the update recomputes log π. Inference mode is
-        # torch's no-gradient mode with the least bookkeeping.
+        # Collecting needs no gradient, because the update recomputes log π.
+        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             while collecting.any():
                 global_step += args.num_envs

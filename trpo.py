@@ -1,11 +1,20 @@
 """Trust region policy optimisation (TRPO) with a learned value baseline and GAE-λ, in one file.
 
+    TRPO, one iteration of `train`:
+    1. Step the N envs T times with π_θ. Store obs, a, r and V(s) (`--- rollout ---`).
+    2. At a truncation, store V(final obs) to bootstrap the cut episode (`final_values`).
+    3. Bootstrap the batch's end with V(s_T). Compute the GAE-λ advantages Â (`compute_gae`).
+    4. Compute the critic's targets R̂, GAE's returns with λ = 1 (`compute_gae`).
+    5. Normalise Â over the batch (`--- flatten the batch ---`).
+    6. Take one natural-gradient step on the policy, scaled to the KL limit δ and checked by a
+       line search (`trpo_step`).
+    7. Take --vf-iters Adam steps on the critic's loss (`value_loss`), then log (`--- log ---`).
+
 Schulman, Levine, Moritz, Jordan and Abbeel (2015), "Trust region policy optimization"
-(arXiv:1502.05477), in its practical form: a natural-gradient step found by conjugate gradient
-on Fisher-vector products, scaled to the edge of a KL trust region and checked by a line
-search; with generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438). For
-Gymnasium environments with `Discrete` actions (CartPole-v1, LunarLander-v3) or `Box` actions
-(Pendulum-v1, HalfCheetah-v4).
+(arXiv:1502.05477), in its practical form.
+Advantages come from generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438).
+The script takes Gymnasium environments with `Discrete` actions, such as CartPole-v1 and
+LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
 
     python trpo.py                                          # CartPole-v1, 500k steps
     python trpo.py --env-id HalfCheetah-v4 --total-timesteps 1000000
@@ -18,24 +27,22 @@ Flags marked (tooling) come from the tooling after `train`: a copy cut at its ba
 
 What changes from vpg.py, one idea: a bounded step, and only the policy's update. vpg.py takes
 one Adam step, α·m̂/(√v̂ + ε), with m̂ and v̂ running averages of this and earlier batches'
-gradients and of their squares: a momentum average of g, rescaled coordinate by coordinate, so
-not along g itself; and nothing says how far that step moves the policy. TRPO
-bounds the move: it maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a mean
-KL[π_θ_old ‖ π_θ] ≤ δ. With L linearised and the KL taken to second order around θ_old, the
-solution is a step along the natural gradient H⁻¹g, with H the Hessian of the mean KL (the
-Fisher information): conjugate gradient finds x ≈ (H + cI)⁻¹g from products (H + cI)·v alone
-(`fisher_vector_product`, `conjugate_gradient`; the damping c = --cg-damping, 0.1, tilts x
-toward g, a deliberate change, not a rounding error),
-the step is scaled to the edge of the trust region, √(2δ / xᵀ(H + cI)x)·x, and a line search
-shrinks it until the measured KL is within δ and the surrogate improves (`line_search`);
-`trpo_step` puts them together. The policy has no optimiser and no step size α
-(`--learning-rate` is gone; δ takes its place); the critic, the rollout, GAE and the budget are
-vpg.py's, with its defaults.
+gradients and of their squares. That is a momentum average of g, rescaled coordinate by
+coordinate, so not along g itself. And nothing says how far that step moves the policy. TRPO
+bounds the move. It maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a mean
+KL[π_θ_old ‖ π_θ] ≤ δ. Take L linearised and the KL to second order around θ_old. The solution
+is then a step along the natural gradient H⁻¹g, with H the Hessian of the mean KL, the Fisher
+information. Conjugate gradient finds x ≈ (H + cI)⁻¹g from products (H + cI)·v alone
+(`fisher_vector_product`, `conjugate_gradient`). The damping c = --cg-damping, 0.1, tilts x
+toward g: a deliberate change, not a rounding error. The step is scaled to the edge of the trust
+region, √(2δ / xᵀ(H + cI)x)·x. A line search shrinks it until the measured KL is within δ and the
+surrogate improves (`line_search`). `trpo_step` puts them together. The policy has no optimiser
+and no step size α: δ takes the place of `--learning-rate`. The critic, the rollout, GAE and the
+budget are vpg.py's, with its defaults.
 
-Defaults follow Spinning Up's TRPO (its TensorFlow 1 code), which keeps its VPG's batch and
-critic (4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99, λ 0.97): δ = 0.01 and damping
-0.1 (flags), and in `trpo_step` 10 conjugate-gradient iterations (as in Schulman et al. 2015)
-and at most 10 tries of the line search, shrinking by 0.8 (as in SB3-contrib's TRPO too).
+Defaults follow Spinning Up's TRPO, its TensorFlow 1 code, which keeps its VPG's batch and
+critic: 4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99, λ 0.97, δ 0.01, damping 0.1.
+`trpo_step` says where its 10 conjugate-gradient iterations and 10 tries of 0.8 come from.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
 training algorithm ends with `train`. The tooling after it (input checks, evaluation,
@@ -103,10 +110,10 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
-    # The step that ends an episode already returns the first observation of the next one. The
-    # real last observation is in infos["final_obs"]. So every stored transition is real, and the
-    # final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP mode
-    # would spend one action per episode on a reset.
+    # The step that ends an episode already returns the first observation of the next one.
+    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
+    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
+    # mode would spend one action per episode on a reset.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -240,14 +247,14 @@ def surrogate(logprob, old_logprob, advantages):
 
 
 def mean_kl(agent, obs, old):
-    """The mean over a batch of states (B, obs_dim) of KL[π_old(·|s) ‖ π_θ(·|s)], in closed form;
-    a scalar, 0 at θ = θ_old. `old` is a copy of the agent at θ_old; its weights never change,
+    """The mean over a batch of states (B, obs_dim) of KL[π_old(·|s) ‖ π_θ(·|s)], in closed form.
+    A scalar, 0 at θ = θ_old. `old` is a copy of the agent at θ_old. Its weights never change,
     and gradients are taken with respect to the agent's alone."""
-    # The actor's outputs: the means μ(s) of the Gaussians or the logits z of the Categoricals
+    # The actor's outputs: the means μ(s) of the Gaussians, or the logits z of the Categoricals.
     out, old_out = agent.actor(obs), old.actor(obs)
     if agent.continuous:
         logstd, old_logstd = agent.actor_logstd, old.actor_logstd
-        # Per action dimension j (the dimensions are independent, so the KLs add up):
+        # Per action dimension j. The dimensions are independent, so the KLs add up:
         # math: \mathrm{KL}_j = \log\sigma_j - \log\sigma_{old,j}
         # math: \qquad + (\sigma_{old,j}^2 + (\mu_{old,j} - \mu_j)^2) / (2\sigma_j^2) - \tfrac12
         kl = (logstd - old_logstd - 0.5
@@ -260,7 +267,7 @@ def mean_kl(agent, obs, old):
 
 
 def flat_grad(output, params, **kwargs):
-    """∇_θ output as one flat vector (n,), θ = `params`; kwargs go to torch.autograd.grad."""
+    """∇_θ output as one flat vector (n,), θ = `params`. kwargs go to torch.autograd.grad."""
     return nn.utils.parameters_to_vector(torch.autograd.grad(output, params, **kwargs))
 
 
@@ -269,13 +276,12 @@ def fisher_vector_product(kl, params, damping):
     θ = `params` (n weights in all), never formed.
 
     ∇_θ KL is taken with create_graph=True so that it can be differentiated again: the gradient
-    of the scalar ∇KL·v is H·v. This double backprop is how OpenAI Baselines' and Spinning Up's
-    TRPO compute the product, each about the cost of one more backward pass; Schulman et al.
-    (2015, appendix C) compute it analytically instead, through the Jacobian of the
-    distribution's parameters. For the mean
-    KL at θ_old this Hessian is the Fisher information matrix of π_θ, averaged over the states.
-    The damping c keeps H + cI well conditioned for conjugate gradient: H, estimated from one
-    batch, can be near singular.
+    of the scalar ∇KL·v is H·v. OpenAI Baselines' and Spinning Up's TRPO compute the product by
+    this double backprop, each at about the cost of one more backward pass. Schulman et al. (2015,
+    appendix C) compute it analytically instead, through the Jacobian of the distribution's
+    parameters. For the mean KL at θ_old, this Hessian is the Fisher information matrix of π_θ,
+    averaged over the states. The damping c keeps H + cI well conditioned for conjugate gradient,
+    because H, estimated from one batch, can be near singular.
     """
     kl_grad = flat_grad(kl, params, create_graph=True)  # (n,), 0 at θ_old
     # math: H v = \nabla_\theta \big( (\nabla_\theta \overline{\mathrm{KL}})^\top v \big)
@@ -283,16 +289,17 @@ def fisher_vector_product(kl, params, damping):
 
 
 def conjugate_gradient(matrix_vector_product, b, iters):
-    """Solve A x = b for a symmetric positive-definite A known only through A·v: at most `iters`
-    conjugate-gradient steps from x = 0. Step k gives the x that minimises the error in the
-    A-norm, (x − A⁻¹b)ᵀA(x − A⁻¹b), over the Krylov subspace span{b, Ab, ..., A^{k−1}b}, one
-    dimension larger per step: exact in n steps for an (n, n) A (up to rounding), and TRPO stops
-    after a few. It also stops once the residual is (near) zero, as OpenAI Baselines' and
-    SB3-contrib's TRPO do: x is then exact, and another step would divide 0 by 0."""
-    x, r, p = torch.zeros_like(b), b, b  # residual r = b − A x; search direction p
+    """Solve A x = b for a symmetric positive-definite A known only through A·v, by at most
+    `iters` conjugate-gradient steps from x = 0. Step k gives the x that minimises the error in
+    the A-norm, (x − A⁻¹b)ᵀA(x − A⁻¹b), over the Krylov subspace span{b, Ab, ..., A^{k−1}b}. The
+    subspace grows by one dimension per step. So CG is exact in n steps for an (n, n) A, up to
+    rounding, and TRPO stops after a few. It also stops once the residual is near zero, as
+    OpenAI Baselines' and SB3-contrib's TRPO do. x is then exact, and another step would divide
+    0 by 0."""
+    x, r, p = torch.zeros_like(b), b, b  # Residual r = b − A x, search direction p.
     r_dot_r = r @ r
     for _ in range(iters):
-        if r_dot_r < 1e-10:  # their tolerance on rᵀr; b = 0 stops here at once, with x = 0
+        if r_dot_r < 1e-10:  # Their tolerance on rᵀr. b = 0 stops here at once, with x = 0.
             break
         Ap = matrix_vector_product(p)
         # math: \alpha = r^\top r / p^\top A p
@@ -305,14 +312,13 @@ def conjugate_gradient(matrix_vector_product, b, iters):
     return x
 
 
-@torch.no_grad()  # no gradient: the line search only sets θ and measures L and the KL
+@torch.no_grad()  # No gradient: the line search only sets θ and measures L and the KL.
 def line_search(params, full_step, acceptable, backtrack_coef, backtrack_iters):
-    """Try θ = θ_old + b^k · full_step for k = 0, 1, ..., backtrack_iters − 1 (b =
-    backtrack_coef, 0.8; not the β that scales full_step) and keep the first θ that
-    `acceptable()` accepts; if none, θ stays θ_old.
-    Returns k, or backtrack_iters if no step was taken. The step was sized on models of the KL
-    and of L (quadratic and linear), which far from θ_old can be wrong: the line search
-    measures both instead."""
+    """Try θ = θ_old + b^k · full_step for k = 0, 1, ..., backtrack_iters − 1, and keep the
+    first θ that `acceptable()` accepts. If none, θ stays θ_old. b = backtrack_coef, 0.8, is not
+    the β that scales full_step. Returns k, or backtrack_iters if no step was taken. The step was
+    sized on a quadratic model of the KL and a linear model of L. Far from θ_old they can be
+    wrong, so the line search measures both instead."""
     old_params = nn.utils.parameters_to_vector(params)
     for k in range(backtrack_iters):
         nn.utils.vector_to_parameters(old_params + backtrack_coef**k * full_step, params)
@@ -323,13 +329,13 @@ def line_search(params, full_step, acceptable, backtrack_coef, backtrack_iters):
 
 
 def trpo_step(agent, params, obs, actions, advantages, args):
-    """One trust-region update of the policy's weights θ = `params` on a batch of B steps (obs
-    (B, obs_dim), actions (B, ...), advantages (B,)), in place; returns its diagnostics.
+    """One trust-region update, in place, of the policy's weights θ = `params` on a batch of B
+    steps: obs (B, obs_dim), actions (B, ...), advantages (B,). Returns its diagnostics.
 
-    Maximise L(θ) subject to mean KL[π_θ_old ‖ π_θ] ≤ δ (Schulman et al. 2015, eq. 14), with L
-    to first order and the KL to second order around θ_old: the solution is the natural
-    gradient H⁻¹g scaled to the edge of the region (computed damped here, (H + cI)⁻¹g), which
-    the line search then checks.
+    Maximise L(θ) subject to mean KL[π_θ_old ‖ π_θ] ≤ δ (Schulman et al. 2015, eq. 14). Take L
+    to first order and the KL to second order around θ_old. The solution is then the natural
+    gradient H⁻¹g, scaled to the edge of the region. Here it is computed damped, (H + cI)⁻¹g.
+    The line search then checks it.
     """
     _, logprob, entropy = agent.get_action(obs, actions)
     old_logprob = logprob.detach()
@@ -337,24 +343,24 @@ def trpo_step(agent, params, obs, actions, advantages, args):
     objective = surrogate(logprob, old_logprob, advantages)  # L(θ_old)
     g = flat_grad(objective, params)  # (n,): vpg.py's policy gradient
     fvp = fisher_vector_product(mean_kl(agent, obs, old), params, args.cg_damping)  # v ↦ (H+cI)v
-    # x ≈ (H + cI)⁻¹g, the damped natural gradient: 10 iterations, as in Schulman et al. (2015)
+    # x ≈ (H + cI)⁻¹g, the damped natural gradient. 10 iterations, as in Schulman et al. (2015).
     x = conjugate_gradient(fvp, g, 10)
-    # The longest step along x that the quadratic model of the KL keeps inside the region, with
-    # the damped (H + cI) of `fvp` standing in for H; x = 0 (a zero gradient) gives a zero step:
+    # The longest step along x that the quadratic model of the KL keeps inside the region. The
+    # damped (H + cI) of `fvp` stands in for H. x = 0, from a zero gradient, gives a zero step:
     # math: \tfrac12 \beta^2 x^\top(H+cI)x = \delta \iff \beta = \sqrt{2\delta / x^\top(H+cI)x}
     full_step = (2 * args.max_kl / (x @ fvp(x)).clamp_min(1e-30)) ** 0.5 * x
 
-    def acceptable():  # at the current θ: inside the trust region, and L rose
+    def acceptable():  # At the current θ: inside the trust region, and L rose.
         new_logprob = agent.get_action(obs, actions)[1]
         return (mean_kl(agent, obs, old) <= args.max_kl
                 and surrogate(new_logprob, old_logprob, advantages) > objective)
 
-    # At most 10 tries, the full step shrunk by 0.8^k for k = 0..9, as in SB3-contrib's TRPO
-    # and Spinning Up's.
+    # At most 10 tries, the full step shrunk by 0.8^k for k = 0..9, as SB3-contrib and Spinning
+    # Up do.
     backtracks = line_search(params, full_step, acceptable, 0.8, 10)
-    # The mean KL that the update reached, exact over the actions (the closed form) and a mean
-    # over the batch's states; the other scripts estimate it from the sampled actions
-    # (approx_kl): here that key gets this value, so that the logs compare.
+    # The mean KL that the update reached: exact over the actions, by the closed form, and a mean
+    # over the batch's states. The other scripts estimate it from the sampled actions (approx_kl).
+    # Here that key gets this value, so that the logs compare.
     kl = mean_kl(agent, obs, old).item()
     return {"kl": kl, "approx_kl": kl, "backtracks": backtracks, "entropy": entropy.mean().item(),
             "step_accepted": float(backtracks < 10)}  # 0: every try rejected, θ stayed θ_old
@@ -383,9 +389,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
-    # The policy's weights θ (the actor and log σ) take the trust-region step (`policy_params`,
-    # below); only the critic has an optimiser. Adam's ε = 1e-5 instead of 1e-8, as in PPO's
-    # reference code (core detail 3 of Huang et al. 2022); `fused`: one kernel for all weights.
+    # The policy's weights θ, the actor and log σ, take the trust-region step (`policy_params`,
+    # below). Only the critic has an optimiser.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
                                     fused=True)
 
@@ -426,11 +433,11 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
     start_time, start_step, last_print = time.time(), global_step, 0
-    steps_accepted = 0  # updates whose line search accepted a step; none gets a warning
+    steps_accepted = 0  # Updates whose line search accepted a step. None gets a warning.
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient, because the update recomputes log π and V. Inference mode
-        # is torch's no-gradient mode with the least bookkeeping.
+        # Collecting needs no gradient, because the update recomputes log π and V.
+        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
@@ -487,9 +494,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         b_values, b_returns = values.reshape(-1), returns.reshape(-1)
         b_advantages = advantages.reshape(-1)
         # Normalised over the batch, as in Spinning Up. Dividing by the std changes nothing in
-        # the step, whose length δ sets; subtracting the mean is a baseline: it changes this
-        # batch's estimate, its direction too, but not its expectation, since E[∇ log π] = 0
-        # (apart from the small bias of taking the mean from the same batch).
+        # the step, whose length δ sets. Subtracting the mean is a baseline. It changes this
+        # batch's estimate, its direction too, but not its expectation, since E[∇ log π] = 0.
+        # Taking the mean from the same batch adds a small bias.
         b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
         # --- update: one trust-region step on θ, then vf_iters critic steps on φ ---

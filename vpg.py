@@ -9,11 +9,10 @@
     6. Take one Adam step on the policy loss (`vpg_loss`).
     7. Take --vf-iters Adam steps on the critic's loss (`value_loss`), then log (`--- log ---`).
 
-The policy gradient with a critic as baseline (Sutton et al. 2000; Williams 1992, §4). Advantages
-come from generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438). VPG is as
-OpenAI's Spinning Up defines it: one policy-gradient step per batch, then many regression steps on
-the critic. The script takes Gymnasium environments with `Discrete` actions, such as CartPole-v1
-and LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
+The policy gradient with a critic as baseline (Sutton et al. 2000, and Williams 1992, §4), and
+GAE (Schulman et al. 2016, arXiv:1506.02438), as OpenAI's Spinning Up defines VPG.
+The script takes Gymnasium environments with `Discrete` actions, such as CartPole-v1 and
+LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
 
     python vpg.py                                           # CartPole-v1, 500k steps
     python vpg.py --env-id HalfCheetah-v4 --total-timesteps 1000000
@@ -24,13 +23,10 @@ and LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
 
 Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
 
-What changes from reinforce.py: four steps, each one idea and each a file that runs
-(docs/reinforce-to-vpg.html).
-- steps/vpg_1_baseline.py: a learned baseline V_φ(s_t), with its own Adam and `vf_iters` steps.
-- steps/vpg_2_rollout.py: a batch of a fixed T steps per env, bootstrapped with V.
-- steps/vpg_3_gae.py: GAE-λ advantages.
-- this file: advantages normalised over the batch.
-The policy's step size (3e-3) and the budget (500k steps) stay reinforce.py's throughout.
+What changes from reinforce.py: four steps, each one idea and each a file in steps/ that runs
+(docs/reinforce-to-vpg.html): a learned baseline V_φ(s_t), a batch cut at T steps per env and
+bootstrapped with V, GAE-λ, and Â normalised. The policy's step size (3e-3) and the budget (500k
+steps) stay reinforce.py's throughout.
 
 What changes from vpg_3_gae.py, one idea: advantages normalised over the batch. Â is always
 normalised to mean 0 and std 1 over the batch, as Spinning Up does. The steps before had a flag
@@ -106,10 +102,10 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
-    # The step that ends an episode already returns the first observation of the next one. The
-    # real last observation is in infos["final_obs"]. So every stored transition is real, and the
-    # final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP mode
-    # would spend one action per episode on a reset.
+    # The step that ends an episode already returns the first observation of the next one.
+    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
+    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
+    # mode would spend one action per episode on a reset.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -269,8 +265,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
     # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
-    # step counts. Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of
-    # Huang et al. 2022). `fused` updates all weights in one kernel.
+    # step counts.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
     pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
@@ -314,8 +311,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient, because the update recomputes log π and V. Inference mode
-        # is torch's no-gradient mode with the least bookkeeping.
+        # Collecting needs no gradient, because the update recomputes log π and V.
+        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs

@@ -101,10 +101,10 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
-    # The step that ends an episode already returns the first observation of the next one. The
-    # real last observation is in infos["final_obs"]. So every stored transition is real, and the
-    # final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP mode
-    # would spend one action per episode on a reset.
+    # The step that ends an episode already returns the first observation of the next one.
+    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
+    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
+    # mode would spend one action per episode on a reset.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -351,8 +351,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     act_dim = action_space.shape[0]
     agent = Agent(obs_dim, act_dim, args.hidden_size, args.norm_obs).to(device)
     reward_scaler = RewardScaler(args.num_envs, args.gamma)
-    # One optimiser for the actor and the critic, which share one loss. Adam's ε is 1e-5, not
-    # 1e-8, as in PPO's reference code (core detail 3). `fused` updates all weights in one kernel.
+    # One optimiser for the actor and the critic, which share one loss.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
@@ -396,8 +397,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient, because the update recomputes log π and V. Inference mode
-        # is torch's no-gradient mode with the least bookkeeping.
+        # Collecting needs no gradient, because the update recomputes log π and V.
+        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
