@@ -1,9 +1,23 @@
 """Proximal policy optimisation (PPO-clip) for continuous actions, in one file.
 
+    PPO-clip, one iteration of `train`:
+    1. Step the N envs T times with π_θ. Store obs, a, r and V(s) (`--- rollout ---`).
+       Store log π_θ_old(a|s) too: π_θ is π_θ_old until the update.
+       Normalise each observation and scale each reward by running statistics
+       (`Agent.normalize_obs`, `RewardScaler`). The env gets the action clipped to its bounds.
+    2. At a truncation, store V(final obs) to bootstrap the cut episode (`final_values`).
+    3. Bootstrap the batch's end with V(s_T). Compute the GAE-λ advantages Â (`compute_gae`).
+       The critic's targets are the λ-returns Â + V.
+    4. For K epochs, or until an epoch's mean KL exceeds `--target-kl`, shuffle the batch into
+       minibatches (`--- update ---`).
+    5. On each minibatch, normalise Â, then take one Adam step on the loss (`ppo_loss`): the
+       clipped surrogate (`surrogate`), the value loss and the entropy bonus (`--- log ---`).
+
 Schulman, Wolski, Dhariwal, Radford and Klimov (2017), "Proximal policy optimization
-algorithms" (arXiv:1707.06347), its clipped variant; with generalised advantage estimation
-(Schulman et al. 2016, arXiv:1506.02438). For Gymnasium environments with `Box` actions, bounded
-or not (MuJoCo: HalfCheetah, Hopper, Walker2d; Pendulum); ppo_discrete.py takes `Discrete` ones.
+algorithms" (arXiv:1707.06347), its clipped variant.
+Advantages come from generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438).
+The script takes Gymnasium environments with `Box` actions, bounded or not: MuJoCo's HalfCheetah,
+Hopper and Walker2d, and Pendulum. ppo_discrete.py takes `Discrete` ones.
 
     python ppo_continuous.py --env-id HalfCheetah-v4        # 1M steps
     python ppo_continuous.py --help                         # every flag, with its meaning
@@ -13,28 +27,25 @@ or not (MuJoCo: HalfCheetah, Hopper, Walker2d; Pendulum); ppo_discrete.py takes 
 
 Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
 
-What changes from ppo_discrete.py: three steps, each a file that runs
-(docs/ppo_discrete-to-ppo_continuous.html). steps/ppo_continuous_1_gaussian.py brings a Gaussian
-policy for Box actions: the actor's output is the mean of a diagonal Gaussian whose log σ is a
-learned vector, starting at 0 (σ = 1) as in CleanRL, where vpg.py and trpo.py start at −0.5 as
-Spinning Up does; the sampled action is clipped to the bounds for the env but stored unclipped, and
-the tooling's evaluation acts with the mean action. steps/ppo_continuous_2_norm.py normalises
-observations (`Agent.normalize_obs`, saved with the weights) and scales rewards (`RewardScaler`) by
-running statistics; `--no-norm-obs` and `--no-norm-reward` switch them off, and
-benchmarks/ABLATIONS.md measures what each buys. This file sets the defaults for MuJoCo.
+What changes from ppo_discrete.py: three steps (docs/ppo_discrete-to-ppo_continuous.html).
+steps/ppo_continuous_1_gaussian.py brings a Gaussian policy for Box actions. The tooling's
+evaluation acts with its mean action. steps/ppo_continuous_2_norm.py normalises observations and
+scales rewards. benchmarks/ABLATIONS.md measures what each buys. This file sets the defaults.
 
-What changes from ppo_continuous_2_norm.py: CleanRL's defaults for MuJoCo. Those of its
+What changes from ppo_continuous_2_norm.py: CleanRL's defaults for MuJoCo. They are those of its
 `ppo_continuous_action.py`: HalfCheetah-v4 for 1M steps, one env × 2048 steps, 32 minibatches, 10
-epochs, α 3e-4 and no entropy bonus, in place of the steps' Pendulum-v1 for 500k steps and
-ppo_discrete.py's 4 envs × 128 steps, 4 minibatches, 4 epochs, α 2.5e-4 and an entropy bonus of
-0.01.
+epochs, α 3e-4 and no entropy bonus. They take the place of the steps' Pendulum-v1 for 500k steps
+and ppo_discrete.py's 4 envs × 128 steps, 4 minibatches, 4 epochs, α 2.5e-4 and an entropy bonus
+of 0.01.
 
-Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022): "core detail
-N" from its list of 13 core details, "continuous detail N" from its 9 for continuous actions.
-Deliberate differences, each explained where it happens: a time-limit truncation is bootstrapped
-with the value of the real final observation (Pardo et al. 2018; `--no-bootstrap-truncation`
-does as CleanRL does, and benchmarks/ABLATIONS.md measures the difference), losses are logged as
-means over the whole update, and the policy is saved with everything needed to evaluate it.
+Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022). "Core detail
+N" is the N-th of its 13 core details, "continuous detail N" the N-th of its 9 for continuous
+actions.
+
+Deliberate differences, each explained where it happens. A time-limit truncation is bootstrapped
+with the value of the real final observation (Pardo et al. 2018). `--no-bootstrap-truncation`
+does as CleanRL does, and benchmarks/ABLATIONS.md measures the difference. Losses are logged as
+means over the whole update. The policy is saved with everything needed to evaluate it.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
 training algorithm ends with `train`. The tooling after it (input checks, evaluation,
@@ -154,7 +165,7 @@ class RunningMeanStd:
     Chan, Golub and LeVeque (1979). Shape (obs_dim,) for observations, () for returns."""
 
     def __init__(self, shape: tuple[int, ...] = ()):
-        # count starts near 0 (not at 0, to avoid a division by 0), so the first batch dominates.
+        # count starts near 0, not at 0, to avoid a division by 0. So the first batch dominates.
         self.mean, self.var, self.count = np.zeros(shape), np.ones(shape), 1e-4
 
     def update(self, x: np.ndarray) -> None:
@@ -173,21 +184,21 @@ class RunningMeanStd:
 class Agent(nn.Module):
     """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
     units (64 by default). The actor's output is the mean μ_θ(s) of a diagonal Gaussian
-    N(μ_θ(s), diag σ²); log σ is one learned parameter per action dimension, the same in every
+    N(μ_θ(s), diag σ²). log σ is one learned parameter per action dimension, the same in every
     state (continuous details 1-3). Separate networks, not a shared trunk (continuous detail 4)."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64, norm_obs: bool = True):
         super().__init__()
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
-        # log σ = 0, σ = 1 at the start, as in CleanRL and PPO's reference code (vpg.py: Spinning
-        # Up's σ ≈ 0.61). About a third of the first action components then fall outside [−1, 1],
-        # the bounds of most MuJoCo envs (Humanoid's are ±0.4), and reach the env clipped; for a
-        # whole 6-dimensional action (HalfCheetah's), some component does 90% of the time.
+        # log σ = 0, σ = 1 at the start, as in CleanRL and PPO's reference code. vpg.py takes
+        # Spinning Up's σ ≈ 0.61. About a third of the first action components fall outside
+        # [−1, 1], the bounds of most MuJoCo envs (Humanoid's: ±0.4), and reach the env clipped.
+        # For a whole 6-dimensional action, as HalfCheetah's, some component does 90% of the time.
         self.actor_logstd = nn.Parameter(torch.zeros(act_dim))
         # Both networks read normalised observations, so the running statistics are part of the
-        # policy: kept in the state_dict (`get_extra_state`), they are saved and loaded with the
-        # weights (without them, a loaded policy acts on inputs it never saw: CleanRL #425, #532).
+        # policy. Kept in the state_dict (`get_extra_state`), they are saved and loaded with the
+        # weights. Without them, a loaded policy acts on inputs it never saw (CleanRL #425, #532).
         self.obs_rms, self.norm_obs = RunningMeanStd((obs_dim,)), norm_obs
 
     def normalize_obs(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
@@ -222,14 +233,14 @@ class Agent(nn.Module):
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B, act_dim), log π(a|s) (B,), entropy (B,), V(s) (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # The Gaussian written out, so that its formulas are on the page (tests compare it with
-        # torch.distributions.Normal, which is why log σ is computed as log(σ), as it does).
+        # The Gaussian is written out, so that its formulas are on the page. Tests compare it with
+        # torch.distributions.Normal, so log σ is computed as log(σ), as it does.
         mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
         std = self.actor_logstd.expand_as(mean).exp()  # σ, (B, act_dim): state-independent
         if action is None:
             action = torch.normal(mean, std)
-        # The action dimensions are independent, so the density is a product: log-probs add up
-        # over the last axis, and so do the entropies.
+        # The action dimensions are independent, so the density is a product. So log-probs add
+        # up over the last axis, and so do the entropies.
         # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
         # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
         log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -334,13 +345,13 @@ class RewardScaler:
 
     def scale(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
         """(N,) -> (N,). Divide each reward by the std of R_t, a running discounted sum of past
-        rewards, as the reference code's VecNormalize does (not by the std of the rewards
-        themselves): R_t is on the scale of a discounted return, so the value targets lose the
+        rewards, as the reference code's VecNormalize does. It is not the std of the rewards
+        themselves. R_t is on the scale of a discounted return, so the value targets lose the
         env's reward scale. The mean is not subtracted, so the sign of r is kept. The value
-        targets are then roughly the discounted returns divided by the std of R_t, a std that
-        includes R_t's climb from 0 at each episode's start: their spread is at most of order 1,
-        and where the rewards keep one sign their size is a few times 1, whatever the env's own
-        reward scale."""
+        targets are then roughly the discounted returns divided by the std of R_t. That std
+        includes R_t's climb from 0 at each episode's start. So the targets' spread is at most of
+        order 1. Where the rewards keep one sign, their size is a few times 1, whatever the env's
+        own reward scale."""
         # math: R_t = \gamma R_{t-1} + r_t
         # math: \tilde r_t = \mathrm{clip}\big(r_t / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)
         self.discounted_return = self.gamma * self.discounted_return + reward
@@ -427,7 +438,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 action_np = action.cpu().numpy()
                 actions_np[step], logprobs_np[step], values_np[step] = (
                     action_np, logprob.cpu().numpy(), value.cpu().numpy())
-                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
                 # keeps the sample itself, whose density is log π(a|s) (continuous detail 5).
                 env_action = np.clip(action_np, action_space.low, action_space.high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)

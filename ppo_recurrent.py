@@ -195,7 +195,7 @@ class RunningMeanStd:
     Chan, Golub and LeVeque (1979). Shape (obs_dim,) for observations, () for returns."""
 
     def __init__(self, shape: tuple[int, ...] = ()):
-        # count starts near 0 (not at 0, to avoid a division by 0), so the first batch dominates.
+        # count starts near 0, not at 0, to avoid a division by 0. So the first batch dominates.
         self.mean, self.var, self.count = np.zeros(shape), np.ones(shape), 1e-4
 
     def update(self, x: np.ndarray) -> None:
@@ -509,7 +509,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 action_np = action[0].cpu().numpy()
                 actions_np[step], logprobs_np[step], values_np[step] = (
                     action_np, logprob[0].cpu().numpy(), value[0].cpu().numpy())
-                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
                 # keeps the sample itself, whose density is log π(a|s) (continuous detail 5).
                 env_action = action_np
                 if agent.continuous:
