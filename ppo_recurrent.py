@@ -2,11 +2,12 @@
 
     Recurrent PPO, one iteration of `train`:
     1. Keep each env's recurrent state from the last iteration (`next_state`, (N, 4H)).
-    2. Store it as the segment's start state (`start_state`), then step the N envs T times.
-       Each step resets the state where an episode starts (`Agent.unroll`), then samples a ~ π.
+    2. Store it as the segment's start state (`start_state`), then step the N envs T times
+       (`--- rollout ---`). Each step resets the state where an episode starts (`Agent.unroll`),
+       then samples a ~ π.
     3. At a truncation, store V(final obs) from the state that saw the episode (`final_values`).
     4. Bootstrap the segment's end with V(s_T) and compute GAE-λ (`compute_gae`).
-    5. Split the N envs into minibatches of whole sequences of T steps.
+    5. Split the N envs into minibatches of whole sequences of T steps (`--- update ---`).
     6. Replay each minibatch from its stored start states, with the same resets (`Agent.unroll`).
     7. Take an Adam step on the clipped PPO loss (`ppo_loss`, `surrogate`).
     8. Repeat steps 5-7 for K epochs, then log (`--- log ---`).
@@ -56,9 +57,9 @@ exactly the one the rollout acted with. Reference code: CleanRL's `ppo_atari_lst
 `get_states` masks the state step by step) and sb3-contrib's `RecurrentPPO` (separate LSTMs for
 actor and critic, with RL Zoo's settings).
 
-Deliberate differences, as in ppo_discrete.py: a time-limit truncation is bootstrapped
-(`--no-bootstrap-truncation` treats it as a termination), losses are logged as means over the
-whole update, and the policy is saved with everything needed to evaluate it.
+Deliberate differences, as in ppo_discrete.py. A time-limit truncation is bootstrapped, and
+`--no-bootstrap-truncation` treats it as a termination. Losses are logged as means over the
+whole update. The policy is saved with everything needed to evaluate it.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
 training algorithm ends with `train`. The tooling after it (input checks, evaluation,
@@ -240,7 +241,7 @@ class Agent(nn.Module):
         if self.continuous:  # log σ = 0 (σ = 1) at the start, as in ppo_continuous.py
             self.actor_logstd = nn.Parameter(torch.zeros(act_dim))
         # The running statistics of the observations are part of the policy, as in
-        # ppo_continuous.py: kept in the state_dict, they are saved and loaded with the weights.
+        # ppo_continuous.py. Kept in the state_dict, they are saved and loaded with the weights.
         self.obs_rms, self.norm_obs = RunningMeanStd((obs_dim,)), norm_obs
 
     def normalize_obs(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
@@ -432,7 +433,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
@@ -475,15 +476,15 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 "next_episode_start": next_episode_start_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # read back by name: each name of state() is set from the dict the hook returns
+    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
         loop = hook(state())
         agent, optimizer, envs = loop["agent"], loop["optimizer"], loop["envs"]
         next_obs_np, next_state = loop["next_obs"], loop["next_state"]
         next_episode_start_np, global_step = loop["next_episode_start"], loop["global_step"]
         episodic_returns = loop["episodic_returns"]
         torch.set_rng_state(loop["rng"])
-    if next_obs_np is None:  # a new run, or one resumed without its envs: new episodes
-        next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
+    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
+        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
         next_obs_np = agent.normalize_obs(next_obs_np).astype(np.float32)  # float32, as the nets
         next_episode_start_np = np.ones(args.num_envs, dtype=np.float32)  # the state is reset
     start_time, start_step, last_print = time.time(), global_step, 0
@@ -520,7 +521,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 next_obs_np = agent.normalize_obs(next_obs_np).astype(np.float32)
                 # SAME_STEP autoreset: where this step ended an episode, next_obs_np starts one.
                 next_episode_start_np = (terminated | truncated).astype(np.float32)
-                if truncated.any():  # bootstrap a cut episode with V of its real final observation
+                if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
                     # next_state[idx] has seen the cut episode and is not reset yet (the reset
                     # comes at the next step): the final observation is read with its memory.
                     idx = np.flatnonzero(truncated)
@@ -531,7 +532,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                     final_value, _ = agent.get_value(final_obs[None], next_state[idx],
                                                      torch.zeros(1, len(idx), device=device))
                     final_values_np[step, idx] = final_value[0].cpu().numpy()
-                for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended
+                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)

@@ -8,14 +8,14 @@ A file of the course's steps (docs/trpo-to-ppo_discrete.html, docs/vpg-to-ppo_di
 vpg.py's algorithm with its policy update replaced by the clipped surrogate of Schulman, Wolski,
 Dhariwal, Radford and Klimov (2017, arXiv:1707.06347), optimised as OpenAI's Spinning Up does:
 full-batch Adam steps on the policy, stopped early by the KL. The critic, the rollout and the
-advantages are vpg.py's; the rollout also stores log π_θ_old(a|s). ppo_discrete.py then adds the
+advantages are vpg.py's. The rollout also stores log π_θ_old(a|s). ppo_discrete.py then adds the
 details of PPO's reference code. Comments that name the tooling (evaluation, input checks,
 checkpoints) speak of the scripts, whose tooling this file leaves out.
 
 What changes from vpg.py, one idea: many policy steps per batch on a clipped surrogate. VPG's
 estimate of the gradient holds only at the policy that collected the batch, so VPG takes one step
 per batch. The surrogate weights each advantage by the ratio r_t(θ) = π_θ(a_t|s_t)/π_θ_old(a_t|s_t),
-which makes it an estimate away from θ_old too; its gradient at θ_old is VPG's. Clipped at 1 ± ε
+which makes it an estimate away from θ_old too. Its gradient at θ_old is VPG's. Clipped at 1 ± ε
 inside a minimum, moving r beyond the clip earns nothing, so one batch serves up to K = 80 Adam
 steps (`--update-epochs`). The clip does not bound r, so the steps stop once the k3 estimate of
 KL[π_θ_old ‖ π_θ] exceeds `--target-kl`. For it the rollout stores log π_θ_old(a|s), and the step
@@ -257,7 +257,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
@@ -298,14 +298,14 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # read back by name: each name of state() is set from the dict the hook returns
+    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
         loop = hook(state())
         agent, pi_optimizer = loop["agent"], loop["pi_optimizer"]
         vf_optimizer, envs, next_obs_np = loop["vf_optimizer"], loop["envs"], loop["next_obs"]
         global_step, episodic_returns = loop["global_step"], loop["episodic_returns"]
         torch.set_rng_state(loop["rng"])
-    if next_obs_np is None:  # a new run, or one resumed without its envs: new episodes
-        next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
+    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
+        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
     start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
@@ -331,12 +331,12 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 rewards_np[step] = reward
                 terminations_np[step], truncations_np[step] = terminated, truncated
                 next_obs_np = next_obs_np.astype(np.float32)
-                if truncated.any():  # bootstrap a cut episode with V of its real final observation
+                if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                     final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
-                for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended
+                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)

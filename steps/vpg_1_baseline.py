@@ -2,9 +2,9 @@
 
 The step from reinforce.py to vpg.py brings four ideas. The folder steps/ splits it into four
 sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself.
-Each file is the training algorithm only, the part of reinforce.py and vpg.py above their tooling
-(no input checks, evaluation or checkpoints; comments that name the tooling speak of the scripts),
-and runs with `python steps/vpg_1_baseline.py`.
+Each file is the training algorithm only, the part of reinforce.py and vpg.py above their tooling,
+with no input checks, evaluation or checkpoints. Comments that name the tooling speak of the
+scripts. It runs with `python steps/vpg_1_baseline.py`.
 
 What changes from reinforce.py, one idea: a learned baseline. REINFORCE weights each
 log-probability by the return G_t, whose variance grows with the episode. Here the weight is
@@ -225,7 +225,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
@@ -255,7 +255,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 "envs": envs, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # read back by name: each name of state() is set from the dict the hook returns
+    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
         loop = hook(state())
         agent, pi_optimizer = loop["agent"], loop["pi_optimizer"]
         vf_optimizer, envs, global_step = loop["vf_optimizer"], loop["envs"], loop["global_step"]
