@@ -1,9 +1,21 @@
 """Proximal policy optimisation (PPO-clip) with a learned value baseline and GAE-λ, in one file.
 
+    PPO-clip, one iteration of `train`:
+    1. Step the N envs T times with π_θ. Store obs, a, r and V(s) (`--- rollout ---`).
+       Store log π_θ_old(a|s) too: π_θ is π_θ_old until the update.
+    2. At a truncation, store V(final obs) to bootstrap the cut episode (`final_values`).
+    3. Bootstrap the batch's end with V(s_T). Compute the GAE-λ advantages Â (`compute_gae`).
+       The critic's targets are the λ-returns Â + V.
+    4. For K epochs, or until an epoch's mean KL exceeds `--target-kl`, shuffle the batch into
+       minibatches (`--- update ---`).
+    5. On each minibatch, normalise Â, then take one Adam step on the loss (`ppo_loss`): the
+       clipped surrogate (`surrogate`), the value loss and the entropy bonus (`--- log ---`).
+
 Schulman, Wolski, Dhariwal, Radford and Klimov (2017), "Proximal policy optimization
-algorithms" (arXiv:1707.06347), its clipped variant; with generalised advantage estimation
-(Schulman et al. 2016, arXiv:1506.02438). For Gymnasium environments with `Discrete` actions
-(CartPole-v1, Acrobot-v1, LunarLander-v3); ppo_continuous.py takes `Box` actions.
+algorithms" (arXiv:1707.06347), its clipped variant.
+Advantages come from generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438).
+The script takes Gymnasium environments with `Discrete` actions: CartPole-v1, Acrobot-v1,
+LunarLander-v3. ppo_continuous.py takes `Box` actions.
 
     python ppo_discrete.py                                  # CartPole-v1, 500k steps
     python ppo_discrete.py --help                           # every flag, with its meaning
@@ -13,36 +25,35 @@ algorithms" (arXiv:1707.06347), its clipped variant; with generalised advantage 
 
 Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
 
-What changes from trpo.py: two steps, each a file that runs (docs/trpo-to-ppo_discrete.html; from
-vpg.py, docs/vpg-to-ppo_discrete.html). steps/ppo_1_clip.py brings one idea: a clipped objective
-in place of the trust region, on TRPO's critic and rollout, optimised as Spinning Up's PPO does.
-TRPO keeps each update in a KL trust region by a second-order step; PPO gets a similar caution
-from first-order steps: the ratio r = π_θ/π_θ_old is clipped at 1 ± ε inside the objective
-(`surrogate`), which removes the incentive to push r further, so each batch serves many Adam steps
-(the clip does not bound r: a KL limit can stop them). This file then brings the details of PPO's
-reference code.
+What changes from trpo.py: two steps (docs/trpo-to-ppo_discrete.html). steps/ppo_1_clip.py puts
+a clipped objective in place of the trust region. This file then brings PPO's reference code.
 
-What changes from ppo_1_clip.py: the details of PPO's reference code. Not one idea but several, as
-openai/baselines' ppo2 and CleanRL's `ppo.py` have them: K epochs of shuffled minibatches take the
-place of full-batch steps, with no KL stop by default (`--target-kl`, checked once per epoch on the
-epoch's mean KL); one loss and one Adam for actor and critic, with an entropy bonus and a clipped
-value term, take the place of the critic's own Adam and its 80 steps; the step size decays linearly
-(`--anneal-lr`); the gradient's norm is clipped; V's targets are the λ-returns, not the λ = 1
-returns; advantages are normalised per minibatch, not per batch; the policy has a Categorical head
-alone (ppo_continuous.py takes Box actions), and one call gives the action and V
-(`get_action_and_value`); a flag treats a truncation as a termination (an ablation); the logs gain
-clipfrac, old_approx_kl and the learning rate. Defaults: CleanRL's `ppo.py` (4 envs × 128 steps, α
-2.5e-4, λ 0.95).
+What changes from ppo_1_clip.py: the details of PPO's reference code. They are not one idea but
+several, as openai/baselines' ppo2 and CleanRL's `ppo.py` have them.
+- K epochs of shuffled minibatches take the place of full-batch steps.
+- No KL stop by default. `--target-kl` stops the epochs once an epoch's mean KL exceeds it.
+  ppo2 has no KL stop, and CleanRL tests the KL of the epoch's last minibatch.
+- One loss and one Adam serve actor and critic. The loss adds an entropy bonus and a clipped
+  value term. They take the place of the critic's own Adam and its 80 steps.
+- The step size α decays linearly (`--anneal-lr`), and the gradient's norm is clipped.
+- V's targets are the λ-returns, not the λ = 1 returns. Â is normalised per minibatch, not per
+  batch.
+- The policy has a Categorical head alone (ppo_continuous.py takes Box actions). One call gives
+  the action and V (`get_action_and_value`).
+- A flag treats a truncation as a termination, for an ablation. The logs gain clipfrac,
+  old_approx_kl and the learning rate.
+The defaults are those of CleanRL's `ppo.py`: 4 envs × 128 steps, α 2.5e-4, λ 0.95.
 
-Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022): "core detail
-N" from its list of 13 core details.
-Deliberate differences, each explained where it happens: a time-limit truncation is bootstrapped
-with the value of the real final observation (Pardo et al. 2018; `--no-bootstrap-truncation`
-does as CleanRL does, and benchmarks/ABLATIONS.md measures the difference), losses are logged as
-means over the whole update, and the policy is saved with everything needed to evaluate it.
+Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022). "Core detail
+N" is the N-th of its 13 core details.
+
+Deliberate differences, each explained where it happens. A time-limit truncation is bootstrapped
+with the value of the real final observation (Pardo et al. 2018). `--no-bootstrap-truncation`
+does as CleanRL does, and benchmarks/ABLATIONS.md measures the difference. Losses are logged as
+means over the whole update. The policy is saved with everything needed to evaluate it.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
-training algorithm ends with `train`; the tooling after it (input checks, evaluation,
+training algorithm ends with `train`. The tooling after it (input checks, evaluation,
 checkpoints) can be skipped on a first reading.
 """
 
@@ -119,11 +130,11 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
-    # the step that ends an episode already returns the first observation of the next one, and
-    # the real last observation is in infos["final_obs"]. So every stored transition is real (the
-    # default NEXT_STEP mode would spend one action per episode on a reset), and the final
-    # observation is at hand to bootstrap a truncated episode.
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
+    # The step that ends an episode already returns the first observation of the next one.
+    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
+    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
+    # mode would spend one action per episode on a reset.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -131,10 +142,11 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
-    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
-    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
-    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
+    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
+    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
+    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
+    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
+    # V takes 1.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -187,9 +199,9 @@ class Agent(nn.Module):
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
 
-    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}), the value of the
-    observation that really followed step t: on a time-limit truncation that is the final
-    observation of the episode, not the reset observation the vector env returned.
+    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
+    observation that really followed step t. On a time-limit truncation, that is the episode's
+    final observation, not the reset observation the vector env returned.
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
         A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
@@ -198,9 +210,9 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
     limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
     2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
     ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N), with returns = A + V; with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
+    (T, N). returns = A + V: with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
     """
-    # Every δ_t at once; only the recursion over A needs a loop (run backwards in time).
+    # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
     advantages = torch.zeros_like(rewards)
@@ -213,19 +225,19 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 def surrogate(ratio, advantages, clip_coef):
     """The clipped surrogate objective L^CLIP(θ) on a batch of B steps, to maximise (Schulman et
-    al. 2017, eq. 7). Inputs have shape (B,); `ratio` holds r_t(θ), defined below.
+    al. 2017, eq. 7). Inputs have shape (B,). `ratio` holds r_t(θ), defined below.
 
     The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
     r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
-    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t): the gradient g of L is vpg.py's policy
-    gradient. Away from θ_old, L estimates the improvement only while the policy stays close
-    (the states still come from π_θ_old). TRPO bounds the step; PPO takes the minimum with a
-    clipped ratio instead, a pessimistic bound on r_t Â_t: a change of r_t beyond 1 ± ε counts
-    when it lowers the objective and not when it raises it.
+    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t), so the gradient g of L is vpg.py's
+    policy gradient. Away from θ_old, L estimates the improvement only while the policy stays
+    close, because the states still come from π_θ_old. TRPO bounds the step. PPO instead takes
+    the minimum with a clipped ratio, a pessimistic bound on r_t Â_t. A change of r_t beyond
+    1 ± ε counts when it lowers the objective, and not when it raises it.
     """
-    # A sample gives no gradient only where the clipped term is the smaller one: Â > 0 and
-    # r > 1 + ε, or Â < 0 and r < 1 − ε (the step already moved it far enough its way). Where r
-    # left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
+    # A sample gives no gradient only where the clipped term is the smaller one. That is where
+    # Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε: the steps already moved it far enough its way.
+    # Where r left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
     # math: L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)
     # math: \bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -236,13 +248,15 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
              clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
     """The PPO objective on a minibatch of B steps as one loss for actor and critic, to minimise
     (Schulman et al. 2017, eq. 9), with an entropy bonus that keeps the policy exploring. Inputs
-    have shape (B,); returns the scalar loss and a dict of detached diagnostics."""
+    have shape (B,). Returns the scalar loss and a dict of detached diagnostics."""
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
-    ratio = logratio.exp()  # r_t(θ); 1 (up to rounding) in the first minibatch of the first epoch
+    ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
     pg_loss = -surrogate(ratio, advantages, clip_coef)
     # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
-    # also clips the change of V around the rollout's prediction, like the ratio (core detail 9).
+    # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio,
+    # but here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
+    # Studies found this clip useless or harmful (Engstrom et al. 2020, Andrychowicz et al. 2021).
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
     # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]
     v_loss_unclipped = (new_value - returns) ** 2
@@ -256,9 +270,9 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss
     with torch.no_grad():
         # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old (J. Schulman, "Approximating KL
-        # divergence", 2020): k1 is unbiased but noisy and can be negative; k3 is unbiased and ≥ 0.
+        # divergence", 2020). k1 is unbiased but noisy and can be negative. k3 is unbiased and ≥ 0.
         # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
-        # clipfrac is the share of samples with |r − 1| > ε; some of them still give a gradient.
+        # clipfrac is the share of samples with |r − 1| > ε. Some of them still give a gradient.
         stats = {
             "policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy_loss,
             "old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),
@@ -279,19 +293,20 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, int(action_space.n), args.hidden_size).to(device)
-    # One optimiser for the actor and the critic, which share one loss. Adam's ε = 1e-5 instead
-    # of 1e-8, as in PPO's reference code (core detail 3); `fused`: one kernel for all weights.
+    # One optimiser for the actor and the critic, which share one loss.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs (a step's few numbers cost less to store there than in
-    # tensors); the whole rollout becomes tensors once, before GAE.
+    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
+    # than in tensors. The whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros(shape, dtype=np.int64)
@@ -302,26 +317,26 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-    global_step, episodic_returns, next_obs_np = 0, [], None  # episodic: (step, return) pairs
+    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
 
-    # Everything the loop needs to go on from the end of an update, by name (torch's random state
-    # is the CPU's). The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. State you add to the loop (a target network, a
-    # schedule's counter) goes here and below, or a resumed run goes on without it:
-    # tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. torch's random state
+    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. Add here and below any state you add to the
+    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
+    # without it. tools/resume_check.py finds what a resume loses.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # read back by name: each name of state() is set from the dict the hook returns
+    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
         loop = hook(state())
         agent, optimizer, envs = loop["agent"], loop["optimizer"], loop["envs"]
         next_obs_np, global_step = loop["next_obs"], loop["global_step"]
         episodic_returns = loop["episodic_returns"]
         torch.set_rng_state(loop["rng"])
-    if next_obs_np is None:  # a new run, or one resumed without its envs: new episodes
-        next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
+    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
+        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
     start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
@@ -330,8 +345,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient (the update recomputes log π and V): inference mode is
-        # torch's no-gradient mode with the least bookkeeping.
+        # Collecting needs no gradient, because the update recomputes log π and V.
+        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
@@ -345,12 +360,12 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 rewards_np[step] = reward
                 terminations_np[step], truncations_np[step] = terminated, truncated
                 next_obs_np = next_obs_np.astype(np.float32)
-                if truncated.any():  # bootstrap a cut episode with V of its real final observation
+                if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                     final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
-                for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended
+                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)
@@ -368,11 +383,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         # truncated. After a termination it is the reset observation's value, masked in GAE.
         next_values = torch.cat([values[1:], next_value[None]])
         next_values = torch.where(truncations.bool(), final_values, next_values)
-        # Switched off (--no-bootstrap-truncation, an ablation), a truncation counts as a
-        # termination, as in CleanRL: the future of a cut episode is taken to be 0.
+        # --no-bootstrap-truncation, an ablation, counts a truncation as a termination, as CleanRL.
         terminal = (terminations if args.bootstrap_truncation
                     else torch.maximum(terminations, truncations))
-        # The critic regresses on the λ-returns A + V (PPO's reference code), not on λ = 1.
+        # The critic regresses on the λ-returns A + V, as in PPO's reference code, not on λ = 1.
         advantages, returns = compute_gae(rewards, values, next_values, terminal, truncations,
                                           args.gamma, args.gae_lambda)
 
@@ -392,15 +406,14 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 _, new_logprob, entropy, new_value = agent.get_action_and_value(b_obs[mb_inds],
                                                                                 b_actions[mb_inds])
                 mb_advantages = b_advantages[mb_inds]
-                # Normalised per minibatch (core detail 7). For the unclipped term r·Â, the mean
-                # is a baseline (it leaves the expected gradient alone: E_{a~π_old}[∇r] =
-                # ∇ Σ_a π_θ(a|s) = 0). In the clipped loss it does more: shifting Â changes which
-                # samples are clipped, so after the first minibatch it changes the expected
-                # update too. Dividing by the std scales the policy term alone. The actor and the
-                # critic are separate networks, so the value term's gradient itself does not
-                # change; what changes is the policy term's weight against the entropy bonus (both
-                # on the actor) and the total norm the shared clip sees: when it clips, its one
-                # factor rescales the critic's gradient too.
+                # Normalised per minibatch (core detail 7). For the unclipped term r·Â, the mean is
+                # a baseline: E_{a~π_old}[∇r] = ∇ Σ_a π_θ(a|s) = 0, so the expected gradient stays.
+                # In the clipped loss it does more. Shifting Â changes which samples are clipped, so
+                # after the first minibatch it changes the expected update. Dividing by the std
+                # scales the policy term alone. Actor and critic are separate networks, so the
+                # critic's gradient does not change. But the policy term's weight against the
+                # entropy bonus, also on the actor, changes. So does the norm the shared clip sees,
+                # and when it clips, its one factor rescales the critic's gradient too.
                 if args.norm_adv:
                     mb_advantages = ((mb_advantages - mb_advantages.mean())
                                      / (mb_advantages.std() + 1e-8))
@@ -414,8 +427,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 epoch_stats.append(stats)
             update_stats += epoch_stats
             # Early stop: the policy has already moved far from π_old. Spinning Up's PPO checks the
-            # KL after every step against 1.5 × target; CleanRL checks once per epoch, the KL of
-            # the epoch's last minibatch; we check once per epoch too, the mean over the epoch.
+            # KL after every step, against 1.5 × target. CleanRL checks once per epoch, the KL of
+            # the epoch's last minibatch. We check once per epoch too, on the mean over the epoch.
             epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()
             if args.target_kl is not None and epoch_kl > args.target_kl:
                 break
@@ -425,7 +438,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                   for key in update_stats[0]}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
+        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -439,10 +452,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # the tooling: guard rails, checkpoints
+        if hook:  # The tooling: guard rails, checkpoints.
             hook(state(), losses)
     envs.close()
-    writer.flush()  # on disk; left open (the tooling logs its evaluation to it after)
+    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
     return state()
 
 
@@ -462,7 +475,7 @@ import warnings
 from dataclasses import fields
 
 SCRIPT = os.path.basename(__file__).removesuffix(".py")
-FORMAT = 2  # of model.pt and checkpoint.pt; CHANGELOG.md says what each format changed
+FORMAT = 2  # Of model.pt and checkpoint.pt. CHANGELOG.md says what each format changed.
 
 
 @dataclass
@@ -499,18 +512,18 @@ def fail(message):
 
 
 def check_args(args):
-    """Refuse a bad setup in one line that names the failed check, before anything is built;
-    warn of what may go wrong."""
+    """Refuse a bad setup before anything is built, in one line that names the failed check.
+    Warn of what may go wrong."""
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     for flag, module in (("capture_video", "moviepy"), ("track", "wandb")):
         if getattr(args, flag) and not importlib.util.find_spec(module):
             fail(f"--{flag.replace('_', '-')} needs {module}: pip install {module}")
-    if args.capture_video and sys.platform == "linux":  # render with no display (MuJoCo, pygame)
+    if args.capture_video and sys.platform == "linux":  # Render with no display: MuJoCo, pygame.
         os.environ.setdefault("MUJOCO_GL", "egl")
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     may_be_0 = "seed gamma gae_lambda ent_coef vf_coef checkpoint_every eval_episodes eval_seed"
-    for name, value in asdict(args).items():  # type, not isinstance: a bool is no number here
+    for name, value in asdict(args).items():  # Type, not isinstance: a bool is no number here.
         zero = name in may_be_0.split()
         if type(value) in (int, float) and not (0 < value < np.inf or zero and value == 0):
             fail(f"--{name.replace('_', '-')} must be finite and {'>= 0' if zero else 'positive'}"
@@ -524,12 +537,12 @@ def check_args(args):
     if batch_size % args.num_minibatches:
         fail(f"--num-minibatches {args.num_minibatches} does not divide the batch of --num-envs "
              f"× --num-steps = {batch_size} steps")
-    if args.norm_adv and batch_size < 2 * args.num_minibatches:  # the std of one number: NaN
+    if args.norm_adv and batch_size < 2 * args.num_minibatches:  # The std of one number: NaN.
         fail(f"--norm-adv needs minibatches of 2 steps or more, not {batch_size} // "
              f"{args.num_minibatches}: fewer --num-minibatches, or --no-norm-adv")
     try:
         env = make_env(args.env_id)
-    except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why
+    except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why.
         fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
     # From here on, DeprecationWarnings are ignored: Gymnasium's for an old env was said above.
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -569,9 +582,10 @@ class EnvGuard(gym.vector.VectorWrapper):
 
 
 def write(content, path):
-    """torch.save `content` to `path` in an envelope: the FORMAT and the SHA-256 of the content's
-    bytes, so that `load` can tell a file cut short or changed. Written under another name, then
-    renamed: a kill during the write leaves the last file whole."""
+    """Save `content` to `path` with torch.save, in an envelope. The envelope holds the FORMAT
+    and the SHA-256 of the content's bytes, so that `load` can tell a file cut short or changed.
+    The file is written under another name, then renamed: a kill during the write leaves the last
+    file whole."""
     data = io.BytesIO()
     torch.save(content, data)
     data = data.getvalue()
@@ -589,11 +603,11 @@ def load(path, resume):
         fail(f"{path}: No such file or directory")
     try:
         box = torch.load(path, weights_only=not resume)
-    except pickle.UnpicklingError:  # objects that weights_only refuses: format 1's checkpoint.pt
+    except pickle.UnpicklingError:  # Objects that weights_only refuses: format 1's checkpoint.pt.
         box = {}
     except Exception:
         fail(f"{path} is corrupt or truncated: torch.load cannot read it")
-    version = box.get("format", 1) if isinstance(box, dict) else "unknown"  # 1: pgref 0.1.0's
+    version = box.get("format", 1) if isinstance(box, dict) else "unknown"  # 1: pgref 0.1.0's.
     if version != FORMAT:
         fail(f"{path} has file format {version}, and {SCRIPT}.py reads format "
              f"{FORMAT}: use the pgref release that wrote it (CHANGELOG.md), or train again")
@@ -604,7 +618,7 @@ def load(path, resume):
                            map_location=None if resume else "cpu")
         if saved["script"] == SCRIPT and ("state" in saved) == resume:
             return saved
-    except Exception:  # a pickle weights_only refuses, another script's classes
+    except Exception:  # A pickle weights_only refuses, or another script's classes.
         pass
     fail(f"{path} is no {'checkpoint' if resume else 'model'}.pt of {SCRIPT}.py: --resume takes "
          "<run>/checkpoint.pt, --eval-checkpoint <run>/model.pt (--save-model), each from a run "
@@ -612,20 +626,20 @@ def load(path, resume):
 
 
 def evaluate(agent, args, folder):
-    """Play --eval-episodes episodes, each cut at 10,000 steps at most and filmed into
-    <folder>/videos with --capture-video; print and return their returns. The agent acts through
-    `greedy_action` alone, its memory reset at each episode's start; a Box action is clipped to
-    the env's bounds."""
+    """Play --eval-episodes episodes, each cut at 10,000 steps at most, and print and return
+    their returns. --capture-video films them into <folder>/videos. The agent acts through
+    `greedy_action` alone, with its memory reset at each episode's start. A Box action is clipped
+    to the env's bounds."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
-    env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
+    env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # Or it may never end.
     if args.capture_video:
         env = gym.wrappers.RecordVideo(env, f"{folder}/videos", lambda _: True)
-    if isinstance(env.action_space, gym.spaces.Box):  # a mean may lie outside the bounds
+    if isinstance(env.action_space, gym.spaces.Box):  # A mean may lie outside the bounds.
         env = gym.wrappers.ClipAction(env)
-    env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # keeps every return
+    env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # Keeps every return.
     seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
     for episode in range(args.eval_episodes):
-        obs, _ = env.reset(seed=seed if episode == 0 else None)  # the first seed fixes them all
+        obs, _ = env.reset(seed=seed if episode == 0 else None)  # The first seed fixes them all.
         done, memory = False, None
         while not done:
             action, memory = agent.greedy_action(obs, memory)
@@ -634,12 +648,12 @@ def evaluate(agent, args, folder):
     env.close()
     print(f"{args.env_id}: mean return {np.mean(env.return_queue):.2f} ± "
           f"{np.std(env.return_queue):.2f} over {args.eval_episodes} episodes (seed {seed})")
-    return np.ravel(env.return_queue).tolist()  # floats (a reward may be an array of one)
+    return np.ravel(env.return_queue).tolist()  # Floats: a reward may be an array of one.
 
 
 def load_agent(path, args=None):
     """The Agent saved in a model.pt (--save-model), for code of your own
-    (docs/usage.md, "Long runs"); `args` are the flags to build it with, by default those saved
+    (docs/usage.md, "Long runs"). `args` are the flags to build it with, by default those saved
     with it. Act with `agent.greedy_action(obs, memory)`. model.pt's content holds "script",
     "model" (the state_dict), "args" (the flags, a dict) and "global_step"."""
     saved = load(path, resume=False)
@@ -662,44 +676,45 @@ def interrupted(folder, when):
 
 
 def main(args: RunArgs | None = None) -> dict:
-    """Train, with the tooling around `train`; go on with the run of a --resume checkpoint; or
+    """Train, with the tooling around `train`. Or go on with the run of a --resume checkpoint. Or
     evaluate the policy of an --eval-checkpoint model.pt. Flags not given take the values saved
     in the file. With --resume, a flag of `Args` that differs from the run's is refused, but for
     --total-timesteps: a larger one extends the run. With --eval-checkpoint, one that changes
     what the model means is refused (all of `Args` but --env-id, --seed, --num-threads, --cuda).
     `args`: from code of one's own (where the fields that differ from their defaults count as
     given), or else the command line. Returns `train`'s state with the run's folder (run_dir)
-    and eval_returns; with --eval-checkpoint, only eval_returns."""
+    and eval_returns. With --eval-checkpoint, it returns only eval_returns."""
     cli, args = args is None, args or tyro.cli(RunArgs)
     path = args.resume or args.eval_checkpoint
     saved = path and load(path, resume=bool(args.resume))
-    if saved:  # the file's flags, but for those given (not its own --resume or --eval-checkpoint)
+    if saved:  # The file's flags, but for those given (not its --resume or --eval-checkpoint).
         old = dict(saved["args"], resume=None, eval_checkpoint=None)
         args = (tyro.cli(RunArgs, default=RunArgs(**old)) if cli else RunArgs(
             **{k: old[k] if v == getattr(RunArgs, k) else v for k, v in asdict(args).items()}))
         allowed = ["total_timesteps"] if args.resume else ["env_id", "seed", "num_threads", "cuda"]
         for name in [f.name for f in fields(Args) if getattr(args, f.name) != old[f.name]]:
-            if name not in allowed:  # the model's meaning (--eval-checkpoint) or the run's
+            if name not in allowed:  # The model's meaning (--eval-checkpoint), or the run's.
                 fail(f"{'--resume' if args.resume else '--eval-checkpoint'} takes the flags the "
                      f"file was trained with: leave out --{name.replace('_', '-')}")
     check_args(args)
     if args.eval_checkpoint:
         try:
             return {"eval_returns": evaluate(load_agent(path, args), args, os.path.dirname(path))}
-        except RuntimeError as error:  # weights that do not fit: torch's line, its first misfit
+        except RuntimeError as error:  # Weights that do not fit: torch's line, its first misfit.
             first = " ".join(str(error).split("\n\t")[:2])
             fail(f"--eval-checkpoint {path}: {first}")
 
-    # The run's folder: its own, even where another run took its name; a resumed run reopens its
-    # checkpoint's, where TensorBoard drops what was logged after the checkpoint (logged again).
+    # Each run gets its own folder, even where another run took its name. A resumed run reopens
+    # its checkpoint's folder. There TensorBoard drops what was logged after the checkpoint, and
+    # the run logs it again.
     # The env id without the module of module:EnvId: no ':' in a folder name.
     name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
     folder = os.path.dirname(os.path.abspath(path)) if saved else f"{args.log_dir}/{name}"
     try:
         os.makedirs(folder, exist_ok=bool(saved))
-    except FileExistsError:  # a run started in the same second
+    except FileExistsError:  # A run started in the same second.
         folder = tempfile.mkdtemp(prefix=name + "_", dir=args.log_dir)
-    if args.track:  # before the writer: W&B mirrors what it writes
+    if args.track:  # Before the writer: W&B mirrors what it writes.
         import wandb
         name = os.path.basename(folder)
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name, id=name,
@@ -715,11 +730,11 @@ def main(args: RunArgs | None = None) -> dict:
         nonlocal updates
         if losses is None:
             differ = saved and (set(state) ^ set(saved["state"])) - {"envs", "next_obs"}
-            if differ:  # (the envs may be left out: see `save`)
+            if differ:  # The envs may be left out: see `save`.
                 fail(f"--resume: the names {sorted(differ)} are in one of {path} and train's "
                      "state(), not in both: resume with the code that wrote it")
             state.update(saved["state"] if saved else {})
-            if saved and "envs" not in saved["state"]:  # envs not saved (see `save`)
+            if saved and "envs" not in saved["state"]:  # Envs not saved: see `save`.
                 print(f"note: {args.env_id} cannot be saved mid-episode, so the run goes on with "
                       "new episodes, not exactly as if never stopped", file=sys.stderr)
             state["envs"] = EnvGuard(state["envs"])
@@ -729,8 +744,8 @@ def main(args: RunArgs | None = None) -> dict:
             raise FloatingPointError("a loss or weight became NaN or inf in an update: a learning "
                                      "rate too large? rewards of huge scale?")
         # A collapse: the update's logged KL estimate (approx_kl) is above 1 nat, far above the
-        # 0.01 to 0.05 that --target-kl typically allows. `get`: a statistic renamed in `train`
-        # turns the check off and never breaks the run.
+        # 0.01 to 0.05 that --target-kl typically allows. With `get`, a statistic renamed in
+        # `train` turns the check off and never breaks the run.
         if losses.get("approx_kl", 0) > 1:
             print(f"warning: the policy collapsed at step {state['global_step']:,}: a KL of "
                   f"{losses['approx_kl']:.3g} nats in one update (entropy now "
@@ -743,31 +758,31 @@ def main(args: RunArgs | None = None) -> dict:
     def save(state):
         """Write model.pt (with --save-model) and checkpoint.pt (with --checkpoint-every), and
         flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags. Box2D
-        and MuJoCo envs pickle as the arguments that made them (EzPickle), not their state, and
-        some envs do not pickle at all (a lambda in a wrapper): those envs and their
-        observations are left out, and a resumed run begins new episodes."""
+        and MuJoCo envs pickle as the arguments that made them (EzPickle), not as their state.
+        Some envs do not pickle at all, such as one with a lambda in a wrapper. Those envs and
+        their observations are left out, and a resumed run begins new episodes."""
         writer.flush()
-        if args.save_model:  # only tensors, numbers, strings: safe to load
+        if args.save_model:  # Only tensors, numbers, strings: safe to load.
             write({"script": SCRIPT, "model": state["agent"].state_dict(), "args": asdict(args),
                    "global_step": state["global_step"]}, f"{folder}/model.pt")
         if not args.checkpoint_every:
             return
-        envs = state["envs"].env  # without the EnvGuard
+        envs = state["envs"].env  # Without the EnvGuard.
         without_envs = {k: v for k, v in state.items() if k not in ("envs", "next_obs")}
         exact = not isinstance(envs.unwrapped.envs[0].unwrapped, gym.utils.EzPickle)
         for kept in [dict(state, envs=envs)] * exact + [without_envs]:
-            try:  # without the envs where they do not pickle
+            try:  # Without the envs where they do not pickle.
                 return write({"script": SCRIPT, "args": asdict(args), "state": kept},
                              f"{folder}/checkpoint.pt")
-            except Exception as error:  # an object that does not pickle: a lambda, a local class
+            except Exception as error:  # An object that does not pickle: a lambda, a local class.
                 failure = error
-        args.checkpoint_every = 0  # said once: the run goes on without checkpoints
+        args.checkpoint_every = 0  # Said once: the run goes on without checkpoints.
         print(f"warning: no checkpoint: {failure}", file=sys.stderr)
 
-    # A guard rail or a Ctrl-C stops the run at once: its checkpoint.pt and model.pt are those of
-    # its last checkpoint, if any (whose weights are finite); its logs reach at least that far, and
-    # a --resume drops what was logged after it. After training, the files are written (as
-    # --checkpoint-every and --save-model ask), and the policy is evaluated.
+    # A guard rail or a Ctrl-C stops the run at once. Its checkpoint.pt and model.pt are then
+    # those of its last checkpoint, if any, whose weights are finite. Its logs reach at least that
+    # far, and a --resume drops what was logged after it. After training, the files are written
+    # (as --checkpoint-every and --save-model ask), and the policy is evaluated.
     try:
         state = train(args, writer, hook)
     except FloatingPointError as error:
@@ -784,17 +799,17 @@ def main(args: RunArgs | None = None) -> dict:
         eval_returns = evaluate(state["agent"].cpu(), args, folder) if args.eval_episodes else []
     except KeyboardInterrupt:
         interrupted(folder, "after training (saving or evaluating)")
-    for episode_return in eval_returns:  # at the step of the policy evaluated
+    for episode_return in eval_returns:  # At the step of the policy evaluated.
         writer.add_scalar("eval/episodic_return", episode_return, state["global_step"])
     writer.close()
     return dict(state, run_dir=folder, eval_returns=eval_returns)
 
 
 if __name__ == "__main__":
-    # Run as the module named after the file, not as __main__: a checkpoint then names this
-    # file's classes by the file's name, and code of one's own that imports the script loads it.
+    # Run as the module named after the file, not as __main__. A checkpoint then names this
+    # file's classes by the file's name, so code of one's own that imports the script loads it.
     try:
         importlib.import_module(SCRIPT).main()
-    except KeyboardInterrupt:  # before training, or in an --eval-checkpoint evaluation
+    except KeyboardInterrupt:  # Before training, or in an --eval-checkpoint evaluation.
         print(f"{SCRIPT}.py: interrupted: no model.pt or checkpoint.pt was saved", file=sys.stderr)
         raise SystemExit(130) from None

@@ -2,11 +2,12 @@
 
     Recurrent PPO, one iteration of `train`:
     1. Keep each env's recurrent state from the last iteration (`next_state`, (N, 4H)).
-    2. Store it as the segment's start state (`start_state`), then step the N envs T times.
-       Each step resets the state where an episode starts (`Agent.unroll`), then samples a ~ π.
+    2. Store it as the segment's start state (`start_state`), then step the N envs T times
+       (`--- rollout ---`). Each step resets the state where an episode starts (`Agent.unroll`),
+       then samples a ~ π.
     3. At a truncation, store V(final obs) from the state that saw the episode (`final_values`).
     4. Bootstrap the segment's end with V(s_T) and compute GAE-λ (`compute_gae`).
-    5. Split the N envs into minibatches of whole sequences of T steps.
+    5. Split the N envs into minibatches of whole sequences of T steps (`--- update ---`).
     6. Replay each minibatch from its stored start states, with the same resets (`Agent.unroll`).
     7. Take an Adam step on the clipped PPO loss (`ppo_loss`, `surrogate`).
     8. Repeat steps 5-7 for K epochs, then log (`--- log ---`).
@@ -56,12 +57,12 @@ exactly the one the rollout acted with. Reference code: CleanRL's `ppo_atari_lst
 `get_states` masks the state step by step) and sb3-contrib's `RecurrentPPO` (separate LSTMs for
 actor and critic, with RL Zoo's settings).
 
-Deliberate differences, as in ppo_discrete.py: a time-limit truncation is bootstrapped
-(`--no-bootstrap-truncation` treats it as a termination), losses are logged as means over the
-whole update, and the policy is saved with everything needed to evaluate it.
+Deliberate differences, as in ppo_discrete.py. A time-limit truncation is bootstrapped, and
+`--no-bootstrap-truncation` treats it as a termination. Losses are logged as means over the
+whole update. The policy is saved with everything needed to evaluate it.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
-training algorithm ends with `train`; the tooling after it (input checks, evaluation,
+training algorithm ends with `train`. The tooling after it (input checks, evaluation,
 checkpoints) can be skipped on a first reading.
 """
 
@@ -173,11 +174,11 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
-    # the step that ends an episode already returns the first observation of the next one, and
-    # the real last observation is in infos["final_obs"]. So every stored transition is real (the
-    # default NEXT_STEP mode would spend one action per episode on a reset), and the final
-    # observation is at hand to bootstrap a truncated episode.
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
+    # The step that ends an episode already returns the first observation of the next one.
+    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
+    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
+    # mode would spend one action per episode on a reset.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -195,7 +196,7 @@ class RunningMeanStd:
     Chan, Golub and LeVeque (1979). Shape (obs_dim,) for observations, () for returns."""
 
     def __init__(self, shape: tuple[int, ...] = ()):
-        # count starts near 0 (not at 0, to avoid a division by 0), so the first batch dominates.
+        # count starts near 0, not at 0, to avoid a division by 0. So the first batch dominates.
         self.mean, self.var, self.count = np.zeros(shape), np.ones(shape), 1e-4
 
     def update(self, x: np.ndarray) -> None:
@@ -228,8 +229,8 @@ class Agent(nn.Module):
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64,
                  norm_obs: bool = True):
         super().__init__()
-        # The one place where the action space decides the policy head: a Gaussian for Box
-        # actions, a Categorical for Discrete ones.
+        # The one place where the action space decides the policy head. Box actions get a
+        # Gaussian, and Discrete ones a Categorical.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.hidden_size = hidden_size
@@ -240,7 +241,7 @@ class Agent(nn.Module):
         if self.continuous:  # log σ = 0 (σ = 1) at the start, as in ppo_continuous.py
             self.actor_logstd = nn.Parameter(torch.zeros(act_dim))
         # The running statistics of the observations are part of the policy, as in
-        # ppo_continuous.py: kept in the state_dict, they are saved and loaded with the weights.
+        # ppo_continuous.py. Kept in the state_dict, they are saved and loaded with the weights.
         self.obs_rms, self.norm_obs = RunningMeanStd((obs_dim,)), norm_obs
 
     def normalize_obs(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
@@ -338,9 +339,9 @@ class Agent(nn.Module):
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
 
-    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}), the value of the
-    observation that really followed step t: on a time-limit truncation that is the final
-    observation of the episode, not the reset observation the vector env returned.
+    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
+    observation that really followed step t. On a time-limit truncation, that is the episode's
+    final observation, not the reset observation the vector env returned.
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
         A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
@@ -349,9 +350,9 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
     limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
     2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
     ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N), with returns = A + V; with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
+    (T, N). returns = A + V: with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
     """
-    # Every δ_t at once; only the recursion over A needs a loop (run backwards in time).
+    # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
     advantages = torch.zeros_like(rewards)
@@ -364,19 +365,19 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 def surrogate(ratio, advantages, clip_coef):
     """The clipped surrogate objective L^CLIP(θ) on a batch of B steps, to maximise (Schulman et
-    al. 2017, eq. 7). Inputs have shape (B,); `ratio` holds r_t(θ), defined below.
+    al. 2017, eq. 7). Inputs have shape (B,). `ratio` holds r_t(θ), defined below.
 
     The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
     r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
-    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t): the gradient g of L is vpg.py's policy
-    gradient. Away from θ_old, L estimates the improvement only while the policy stays close
-    (the states still come from π_θ_old). TRPO bounds the step; PPO takes the minimum with a
-    clipped ratio instead, a pessimistic bound on r_t Â_t: a change of r_t beyond 1 ± ε counts
-    when it lowers the objective and not when it raises it.
+    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t), so the gradient g of L is vpg.py's
+    policy gradient. Away from θ_old, L estimates the improvement only while the policy stays
+    close, because the states still come from π_θ_old. TRPO bounds the step. PPO instead takes
+    the minimum with a clipped ratio, a pessimistic bound on r_t Â_t. A change of r_t beyond
+    1 ± ε counts when it lowers the objective, and not when it raises it.
     """
-    # A sample gives no gradient only where the clipped term is the smaller one: Â > 0 and
-    # r > 1 + ε, or Â < 0 and r < 1 − ε (the step already moved it far enough its way). Where r
-    # left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
+    # A sample gives no gradient only where the clipped term is the smaller one. That is where
+    # Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε: the steps already moved it far enough its way.
+    # Where r left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
     # math: L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)
     # math: \bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -387,13 +388,15 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
              clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
     """The PPO objective on a minibatch of B steps as one loss for actor and critic, to minimise
     (Schulman et al. 2017, eq. 9), with an entropy bonus that keeps the policy exploring. Inputs
-    have shape (B,); returns the scalar loss and a dict of detached diagnostics."""
+    have shape (B,). Returns the scalar loss and a dict of detached diagnostics."""
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
-    ratio = logratio.exp()  # r_t(θ); 1 (up to rounding) in the first minibatch of the first epoch
+    ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
     pg_loss = -surrogate(ratio, advantages, clip_coef)
     # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
-    # also clips the change of V around the rollout's prediction, like the ratio (core detail 9).
+    # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio,
+    # but here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
+    # Studies found this clip useless or harmful (Engstrom et al. 2020, Andrychowicz et al. 2021).
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
     # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]
     v_loss_unclipped = (new_value - returns) ** 2
@@ -407,9 +410,9 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss
     with torch.no_grad():
         # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old (J. Schulman, "Approximating KL
-        # divergence", 2020): k1 is unbiased but noisy and can be negative; k3 is unbiased and ≥ 0.
+        # divergence", 2020). k1 is unbiased but noisy and can be negative. k3 is unbiased and ≥ 0.
         # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
-        # clipfrac is the share of samples with |r − 1| > ε; some of them still give a gradient.
+        # clipfrac is the share of samples with |r − 1| > ε. Some of them still give a gradient.
         stats = {
             "policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy_loss,
             "old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),
@@ -430,19 +433,20 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size, args.norm_obs).to(device)
-    # One optimiser for the actor and the critic, which share one loss. Adam's ε = 1e-5 instead
-    # of 1e-8, as in PPO's reference code (core detail 3); `fused`: one kernel for all weights.
+    # One optimiser for the actor and the critic, which share one loss.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs (a step's few numbers cost less to store there than in
-    # tensors); the whole rollout becomes tensors once, before GAE.
+    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
+    # than in tensors. The whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, *action_space.shape),
@@ -455,32 +459,32 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-    global_step, episodic_returns, next_obs_np = 0, [], None  # episodic: (step, return) pairs
+    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
     # The memory carried from one rollout to the next: each env's recurrent state after its last
     # step (N, 4H), and whether its next observation starts an episode (N,).
     next_state = agent.initial_state(args.num_envs).to(device)
     next_episode_start_np = np.ones(args.num_envs, dtype=np.float32)
 
-    # Everything the loop needs to go on from the end of an update, by name (torch's random state
-    # is the CPU's). The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. State you add to the loop (a target network, a
-    # schedule's counter) goes here and below, or a resumed run goes on without it:
-    # tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. torch's random state
+    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. Add here and below any state you add to the
+    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
+    # without it. tools/resume_check.py finds what a resume loses.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer,
                 "envs": envs, "next_obs": next_obs_np, "next_state": next_state,
                 "next_episode_start": next_episode_start_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # read back by name: each name of state() is set from the dict the hook returns
+    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
         loop = hook(state())
         agent, optimizer, envs = loop["agent"], loop["optimizer"], loop["envs"]
         next_obs_np, next_state = loop["next_obs"], loop["next_state"]
         next_episode_start_np, global_step = loop["next_episode_start"], loop["global_step"]
         episodic_returns = loop["episodic_returns"]
         torch.set_rng_state(loop["rng"])
-    if next_obs_np is None:  # a new run, or one resumed without its envs: new episodes
-        next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
+    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
+        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
         next_obs_np = agent.normalize_obs(next_obs_np).astype(np.float32)  # float32, as the nets
         next_episode_start_np = np.ones(args.num_envs, dtype=np.float32)  # the state is reset
     start_time, start_step, last_print = time.time(), global_step, 0
@@ -506,7 +510,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 action_np = action[0].cpu().numpy()
                 actions_np[step], logprobs_np[step], values_np[step] = (
                     action_np, logprob[0].cpu().numpy(), value[0].cpu().numpy())
-                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
                 # keeps the sample itself, whose density is log π(a|s) (continuous detail 5).
                 env_action = action_np
                 if agent.continuous:
@@ -517,7 +521,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 next_obs_np = agent.normalize_obs(next_obs_np).astype(np.float32)
                 # SAME_STEP autoreset: where this step ended an episode, next_obs_np starts one.
                 next_episode_start_np = (terminated | truncated).astype(np.float32)
-                if truncated.any():  # bootstrap a cut episode with V of its real final observation
+                if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
                     # next_state[idx] has seen the cut episode and is not reset yet (the reset
                     # comes at the next step): the final observation is read with its memory.
                     idx = np.flatnonzero(truncated)
@@ -528,7 +532,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                     final_value, _ = agent.get_value(final_obs[None], next_state[idx],
                                                      torch.zeros(1, len(idx), device=device))
                     final_values_np[step, idx] = final_value[0].cpu().numpy()
-                for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended
+                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)
@@ -549,11 +553,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         # truncated. After a termination it is the reset observation's value, masked in GAE.
         next_values = torch.cat([values[1:], next_value])
         next_values = torch.where(truncations.bool(), final_values, next_values)
-        # Switched off (--no-bootstrap-truncation, an ablation), a truncation counts as a
-        # termination, as in CleanRL: the future of a cut episode is taken to be 0.
+        # --no-bootstrap-truncation, an ablation, counts a truncation as a termination, as CleanRL.
         terminal = (terminations if args.bootstrap_truncation
                     else torch.maximum(terminations, truncations))
-        # The critic regresses on the λ-returns A + V (PPO's reference code), not on λ = 1.
+        # The critic regresses on the λ-returns A + V, as in PPO's reference code, not on λ = 1.
         advantages, returns = compute_gae(rewards, values, next_values, terminal, truncations,
                                           args.gamma, args.gae_lambda)
 
@@ -595,7 +598,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                   for key in update_stats[0]}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
+        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
         errors_var, returns_var = (returns - values).var(), returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -609,10 +612,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # the tooling: guard rails, checkpoints
+        if hook:  # The tooling: guard rails, checkpoints.
             hook(state(), losses)
     envs.close()
-    writer.flush()  # on disk; left open (the tooling logs its evaluation to it after)
+    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
     return state()
 
 
@@ -632,7 +635,7 @@ import warnings
 from dataclasses import fields
 
 SCRIPT = os.path.basename(__file__).removesuffix(".py")
-FORMAT = 2  # of model.pt and checkpoint.pt; CHANGELOG.md says what each format changed
+FORMAT = 2  # Of model.pt and checkpoint.pt. CHANGELOG.md says what each format changed.
 
 
 @dataclass
@@ -669,18 +672,18 @@ def fail(message):
 
 
 def check_args(args):
-    """Refuse a bad setup in one line that names the failed check, before anything is built;
-    warn of what may go wrong."""
+    """Refuse a bad setup before anything is built, in one line that names the failed check.
+    Warn of what may go wrong."""
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     for flag, module in (("capture_video", "moviepy"), ("track", "wandb")):
         if getattr(args, flag) and not importlib.util.find_spec(module):
             fail(f"--{flag.replace('_', '-')} needs {module}: pip install {module}")
-    if args.capture_video and sys.platform == "linux":  # render with no display (MuJoCo, pygame)
+    if args.capture_video and sys.platform == "linux":  # Render with no display: MuJoCo, pygame.
         os.environ.setdefault("MUJOCO_GL", "egl")
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     may_be_0 = "seed gamma gae_lambda ent_coef vf_coef checkpoint_every eval_episodes eval_seed"
-    for name, value in asdict(args).items():  # type, not isinstance: a bool is no number here
+    for name, value in asdict(args).items():  # Type, not isinstance: a bool is no number here.
         zero = name in may_be_0.split()
         if type(value) in (int, float) and not (0 < value < np.inf or zero and value == 0):
             fail(f"--{name.replace('_', '-')} must be finite and {'>= 0' if zero else 'positive'}"
@@ -694,12 +697,12 @@ def check_args(args):
     if args.num_envs % args.num_minibatches:  # a minibatch holds whole env sequences
         fail(f"--num-minibatches {args.num_minibatches} does not divide --num-envs "
              f"{args.num_envs}")
-    if args.norm_adv and batch_size < 2 * args.num_minibatches:  # the std of one number: NaN
+    if args.norm_adv and batch_size < 2 * args.num_minibatches:  # The std of one number: NaN.
         fail(f"--norm-adv needs minibatches of 2 steps or more, not {batch_size} // "
              f"{args.num_minibatches}: fewer --num-minibatches, or --no-norm-adv")
     try:
         env = make_env(args.env_id)
-    except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why
+    except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why.
         fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
     # From here on, DeprecationWarnings are ignored: Gymnasium's for an old env was said above.
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -737,9 +740,10 @@ class EnvGuard(gym.vector.VectorWrapper):
 
 
 def write(content, path):
-    """torch.save `content` to `path` in an envelope: the FORMAT and the SHA-256 of the content's
-    bytes, so that `load` can tell a file cut short or changed. Written under another name, then
-    renamed: a kill during the write leaves the last file whole."""
+    """Save `content` to `path` with torch.save, in an envelope. The envelope holds the FORMAT
+    and the SHA-256 of the content's bytes, so that `load` can tell a file cut short or changed.
+    The file is written under another name, then renamed: a kill during the write leaves the last
+    file whole."""
     data = io.BytesIO()
     torch.save(content, data)
     data = data.getvalue()
@@ -757,11 +761,11 @@ def load(path, resume):
         fail(f"{path}: No such file or directory")
     try:
         box = torch.load(path, weights_only=not resume)
-    except pickle.UnpicklingError:  # objects that weights_only refuses: format 1's checkpoint.pt
+    except pickle.UnpicklingError:  # Objects that weights_only refuses: format 1's checkpoint.pt.
         box = {}
     except Exception:
         fail(f"{path} is corrupt or truncated: torch.load cannot read it")
-    version = box.get("format", 1) if isinstance(box, dict) else "unknown"  # 1: pgref 0.1.0's
+    version = box.get("format", 1) if isinstance(box, dict) else "unknown"  # 1: pgref 0.1.0's.
     if version != FORMAT:
         fail(f"{path} has file format {version}, and {SCRIPT}.py reads format "
              f"{FORMAT}: use the pgref release that wrote it (CHANGELOG.md), or train again")
@@ -772,7 +776,7 @@ def load(path, resume):
                            map_location=None if resume else "cpu")
         if saved["script"] == SCRIPT and ("state" in saved) == resume:
             return saved
-    except Exception:  # a pickle weights_only refuses, another script's classes
+    except Exception:  # A pickle weights_only refuses, or another script's classes.
         pass
     fail(f"{path} is no {'checkpoint' if resume else 'model'}.pt of {SCRIPT}.py: --resume takes "
          "<run>/checkpoint.pt, --eval-checkpoint <run>/model.pt (--save-model), each from a run "
@@ -780,20 +784,20 @@ def load(path, resume):
 
 
 def evaluate(agent, args, folder):
-    """Play --eval-episodes episodes, each cut at 10,000 steps at most and filmed into
-    <folder>/videos with --capture-video; print and return their returns. The agent acts through
-    `greedy_action` alone, its memory reset at each episode's start; a Box action is clipped to
-    the env's bounds."""
+    """Play --eval-episodes episodes, each cut at 10,000 steps at most, and print and return
+    their returns. --capture-video films them into <folder>/videos. The agent acts through
+    `greedy_action` alone, with its memory reset at each episode's start. A Box action is clipped
+    to the env's bounds."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
-    env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
+    env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # Or it may never end.
     if args.capture_video:
         env = gym.wrappers.RecordVideo(env, f"{folder}/videos", lambda _: True)
-    if isinstance(env.action_space, gym.spaces.Box):  # a mean may lie outside the bounds
+    if isinstance(env.action_space, gym.spaces.Box):  # A mean may lie outside the bounds.
         env = gym.wrappers.ClipAction(env)
-    env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # keeps every return
+    env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # Keeps every return.
     seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
     for episode in range(args.eval_episodes):
-        obs, _ = env.reset(seed=seed if episode == 0 else None)  # the first seed fixes them all
+        obs, _ = env.reset(seed=seed if episode == 0 else None)  # The first seed fixes them all.
         done, memory = False, None
         while not done:
             action, memory = agent.greedy_action(obs, memory)
@@ -802,12 +806,12 @@ def evaluate(agent, args, folder):
     env.close()
     print(f"{args.env_id}: mean return {np.mean(env.return_queue):.2f} ± "
           f"{np.std(env.return_queue):.2f} over {args.eval_episodes} episodes (seed {seed})")
-    return np.ravel(env.return_queue).tolist()  # floats (a reward may be an array of one)
+    return np.ravel(env.return_queue).tolist()  # Floats: a reward may be an array of one.
 
 
 def load_agent(path, args=None):
     """The Agent saved in a model.pt (--save-model), for code of your own
-    (docs/usage.md, "Long runs"); `args` are the flags to build it with, by default those saved
+    (docs/usage.md, "Long runs"). `args` are the flags to build it with, by default those saved
     with it. Act with `agent.greedy_action(obs, memory)`. model.pt's content holds "script",
     "model" (the state_dict), "args" (the flags, a dict) and "global_step"."""
     saved = load(path, resume=False)
@@ -831,44 +835,45 @@ def interrupted(folder, when):
 
 
 def main(args: RunArgs | None = None) -> dict:
-    """Train, with the tooling around `train`; go on with the run of a --resume checkpoint; or
+    """Train, with the tooling around `train`. Or go on with the run of a --resume checkpoint. Or
     evaluate the policy of an --eval-checkpoint model.pt. Flags not given take the values saved
     in the file. With --resume, a flag of `Args` that differs from the run's is refused, but for
     --total-timesteps: a larger one extends the run. With --eval-checkpoint, one that changes
     what the model means is refused (all of `Args` but --env-id, --seed, --num-threads, --cuda).
     `args`: from code of one's own (where the fields that differ from their defaults count as
     given), or else the command line. Returns `train`'s state with the run's folder (run_dir)
-    and eval_returns; with --eval-checkpoint, only eval_returns."""
+    and eval_returns. With --eval-checkpoint, it returns only eval_returns."""
     cli, args = args is None, args or tyro.cli(RunArgs)
     path = args.resume or args.eval_checkpoint
     saved = path and load(path, resume=bool(args.resume))
-    if saved:  # the file's flags, but for those given (not its own --resume or --eval-checkpoint)
+    if saved:  # The file's flags, but for those given (not its --resume or --eval-checkpoint).
         old = dict(saved["args"], resume=None, eval_checkpoint=None)
         args = (tyro.cli(RunArgs, default=RunArgs(**old)) if cli else RunArgs(
             **{k: old[k] if v == getattr(RunArgs, k) else v for k, v in asdict(args).items()}))
         allowed = ["total_timesteps"] if args.resume else ["env_id", "seed", "num_threads", "cuda"]
         for name in [f.name for f in fields(Args) if getattr(args, f.name) != old[f.name]]:
-            if name not in allowed:  # the model's meaning (--eval-checkpoint) or the run's
+            if name not in allowed:  # The model's meaning (--eval-checkpoint), or the run's.
                 fail(f"{'--resume' if args.resume else '--eval-checkpoint'} takes the flags the "
                      f"file was trained with: leave out --{name.replace('_', '-')}")
     check_args(args)
     if args.eval_checkpoint:
         try:
             return {"eval_returns": evaluate(load_agent(path, args), args, os.path.dirname(path))}
-        except RuntimeError as error:  # weights that do not fit: torch's line, its first misfit
+        except RuntimeError as error:  # Weights that do not fit: torch's line, its first misfit.
             first = " ".join(str(error).split("\n\t")[:2])
             fail(f"--eval-checkpoint {path}: {first}")
 
-    # The run's folder: its own, even where another run took its name; a resumed run reopens its
-    # checkpoint's, where TensorBoard drops what was logged after the checkpoint (logged again).
+    # Each run gets its own folder, even where another run took its name. A resumed run reopens
+    # its checkpoint's folder. There TensorBoard drops what was logged after the checkpoint, and
+    # the run logs it again.
     # The env id without the module of module:EnvId: no ':' in a folder name.
     name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
     folder = os.path.dirname(os.path.abspath(path)) if saved else f"{args.log_dir}/{name}"
     try:
         os.makedirs(folder, exist_ok=bool(saved))
-    except FileExistsError:  # a run started in the same second
+    except FileExistsError:  # A run started in the same second.
         folder = tempfile.mkdtemp(prefix=name + "_", dir=args.log_dir)
-    if args.track:  # before the writer: W&B mirrors what it writes
+    if args.track:  # Before the writer: W&B mirrors what it writes.
         import wandb
         name = os.path.basename(folder)
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name, id=name,
@@ -884,11 +889,11 @@ def main(args: RunArgs | None = None) -> dict:
         nonlocal updates
         if losses is None:
             differ = saved and (set(state) ^ set(saved["state"])) - {"envs", "next_obs"}
-            if differ:  # (the envs may be left out: see `save`)
+            if differ:  # The envs may be left out: see `save`.
                 fail(f"--resume: the names {sorted(differ)} are in one of {path} and train's "
                      "state(), not in both: resume with the code that wrote it")
             state.update(saved["state"] if saved else {})
-            if saved and "envs" not in saved["state"]:  # envs not saved (see `save`)
+            if saved and "envs" not in saved["state"]:  # Envs not saved: see `save`.
                 print(f"note: {args.env_id} cannot be saved mid-episode, so the run goes on with "
                       "new episodes, not exactly as if never stopped", file=sys.stderr)
             state["envs"] = EnvGuard(state["envs"])
@@ -898,8 +903,8 @@ def main(args: RunArgs | None = None) -> dict:
             raise FloatingPointError("a loss or weight became NaN or inf in an update: a learning "
                                      "rate too large? rewards of huge scale?")
         # A collapse: the update's logged KL estimate (approx_kl) is above 1 nat, far above the
-        # 0.01 to 0.05 that --target-kl typically allows. `get`: a statistic renamed in `train`
-        # turns the check off and never breaks the run.
+        # 0.01 to 0.05 that --target-kl typically allows. With `get`, a statistic renamed in
+        # `train` turns the check off and never breaks the run.
         if losses.get("approx_kl", 0) > 1:
             print(f"warning: the policy collapsed at step {state['global_step']:,}: a KL of "
                   f"{losses['approx_kl']:.3g} nats in one update (entropy now "
@@ -912,31 +917,31 @@ def main(args: RunArgs | None = None) -> dict:
     def save(state):
         """Write model.pt (with --save-model) and checkpoint.pt (with --checkpoint-every), and
         flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags. Box2D
-        and MuJoCo envs pickle as the arguments that made them (EzPickle), not their state, and
-        some envs do not pickle at all (a lambda in a wrapper): those envs and their
-        observations are left out, and a resumed run begins new episodes."""
+        and MuJoCo envs pickle as the arguments that made them (EzPickle), not as their state.
+        Some envs do not pickle at all, such as one with a lambda in a wrapper. Those envs and
+        their observations are left out, and a resumed run begins new episodes."""
         writer.flush()
-        if args.save_model:  # only tensors, numbers, strings: safe to load
+        if args.save_model:  # Only tensors, numbers, strings: safe to load.
             write({"script": SCRIPT, "model": state["agent"].state_dict(), "args": asdict(args),
                    "global_step": state["global_step"]}, f"{folder}/model.pt")
         if not args.checkpoint_every:
             return
-        envs = state["envs"].env  # without the EnvGuard
+        envs = state["envs"].env  # Without the EnvGuard.
         without_envs = {k: v for k, v in state.items() if k not in ("envs", "next_obs")}
         exact = not isinstance(envs.unwrapped.envs[0].unwrapped, gym.utils.EzPickle)
         for kept in [dict(state, envs=envs)] * exact + [without_envs]:
-            try:  # without the envs where they do not pickle
+            try:  # Without the envs where they do not pickle.
                 return write({"script": SCRIPT, "args": asdict(args), "state": kept},
                              f"{folder}/checkpoint.pt")
-            except Exception as error:  # an object that does not pickle: a lambda, a local class
+            except Exception as error:  # An object that does not pickle: a lambda, a local class.
                 failure = error
-        args.checkpoint_every = 0  # said once: the run goes on without checkpoints
+        args.checkpoint_every = 0  # Said once: the run goes on without checkpoints.
         print(f"warning: no checkpoint: {failure}", file=sys.stderr)
 
-    # A guard rail or a Ctrl-C stops the run at once: its checkpoint.pt and model.pt are those of
-    # its last checkpoint, if any (whose weights are finite); its logs reach at least that far, and
-    # a --resume drops what was logged after it. After training, the files are written (as
-    # --checkpoint-every and --save-model ask), and the policy is evaluated.
+    # A guard rail or a Ctrl-C stops the run at once. Its checkpoint.pt and model.pt are then
+    # those of its last checkpoint, if any, whose weights are finite. Its logs reach at least that
+    # far, and a --resume drops what was logged after it. After training, the files are written
+    # (as --checkpoint-every and --save-model ask), and the policy is evaluated.
     try:
         state = train(args, writer, hook)
     except FloatingPointError as error:
@@ -953,17 +958,17 @@ def main(args: RunArgs | None = None) -> dict:
         eval_returns = evaluate(state["agent"].cpu(), args, folder) if args.eval_episodes else []
     except KeyboardInterrupt:
         interrupted(folder, "after training (saving or evaluating)")
-    for episode_return in eval_returns:  # at the step of the policy evaluated
+    for episode_return in eval_returns:  # At the step of the policy evaluated.
         writer.add_scalar("eval/episodic_return", episode_return, state["global_step"])
     writer.close()
     return dict(state, run_dir=folder, eval_returns=eval_returns)
 
 
 if __name__ == "__main__":
-    # Run as the module named after the file, not as __main__: a checkpoint then names this
-    # file's classes by the file's name, and code of one's own that imports the script loads it.
+    # Run as the module named after the file, not as __main__. A checkpoint then names this
+    # file's classes by the file's name, so code of one's own that imports the script loads it.
     try:
         importlib.import_module(SCRIPT).main()
-    except KeyboardInterrupt:  # before training, or in an --eval-checkpoint evaluation
+    except KeyboardInterrupt:  # Before training, or in an --eval-checkpoint evaluation.
         print(f"{SCRIPT}.py: interrupted: no model.pt or checkpoint.pt was saved", file=sys.stderr)
         raise SystemExit(130) from None

@@ -1,11 +1,20 @@
 """Trust region policy optimisation (TRPO) with a learned value baseline and GAE-λ, in one file.
 
+    TRPO, one iteration of `train`:
+    1. Step the N envs T times with π_θ. Store obs, a, r and V(s) (`--- rollout ---`).
+    2. At a truncation, store V(final obs) to bootstrap the cut episode (`final_values`).
+    3. Bootstrap the batch's end with V(s_T). Compute the GAE-λ advantages Â (`compute_gae`).
+    4. Compute the critic's targets R̂, GAE's returns with λ = 1 (`compute_gae`).
+    5. Normalise Â over the batch (`--- flatten the batch ---`).
+    6. Take one natural-gradient step on the policy, scaled to the KL limit δ and checked by a
+       line search (`trpo_step`).
+    7. Take --vf-iters Adam steps on the critic's loss (`value_loss`), then log (`--- log ---`).
+
 Schulman, Levine, Moritz, Jordan and Abbeel (2015), "Trust region policy optimization"
-(arXiv:1502.05477), in its practical form: a natural-gradient step found by conjugate gradient
-on Fisher-vector products, scaled to the edge of a KL trust region and checked by a line
-search; with generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438). For
-Gymnasium environments with `Discrete` actions (CartPole-v1, LunarLander-v3) or `Box` actions
-(Pendulum-v1, HalfCheetah-v4).
+(arXiv:1502.05477), in its practical form.
+Advantages come from generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438).
+The script takes Gymnasium environments with `Discrete` actions, such as CartPole-v1 and
+LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
 
     python trpo.py                                          # CartPole-v1, 500k steps
     python trpo.py --env-id HalfCheetah-v4 --total-timesteps 1000000
@@ -18,27 +27,25 @@ Flags marked (tooling) come from the tooling after `train`: a copy cut at its ba
 
 What changes from vpg.py, one idea: a bounded step, and only the policy's update. vpg.py takes
 one Adam step, α·m̂/(√v̂ + ε), with m̂ and v̂ running averages of this and earlier batches'
-gradients and of their squares: a momentum average of g, rescaled coordinate by coordinate, so
-not along g itself; and nothing says how far that step moves the policy. TRPO
-bounds the move: it maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a mean
-KL[π_θ_old ‖ π_θ] ≤ δ. With L linearised and the KL taken to second order around θ_old, the
-solution is a step along the natural gradient H⁻¹g, with H the Hessian of the mean KL (the
-Fisher information): conjugate gradient finds x ≈ (H + cI)⁻¹g from products (H + cI)·v alone
-(`fisher_vector_product`, `conjugate_gradient`; the damping c = --cg-damping, 0.1, tilts x
-toward g, a deliberate change, not a rounding error),
-the step is scaled to the edge of the trust region, √(2δ / xᵀ(H + cI)x)·x, and a line search
-shrinks it until the measured KL is within δ and the surrogate improves (`line_search`);
-`trpo_step` puts them together. The policy has no optimiser and no step size α
-(`--learning-rate` is gone; δ takes its place); the critic, the rollout, GAE and the budget are
-vpg.py's, with its defaults.
+gradients and of their squares. That is a momentum average of g, rescaled coordinate by
+coordinate, so not along g itself. And nothing says how far that step moves the policy. TRPO
+bounds the move. It maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a mean
+KL[π_θ_old ‖ π_θ] ≤ δ. Take L linearised and the KL to second order around θ_old. The solution
+is then a step along the natural gradient H⁻¹g, with H the Hessian of the mean KL, the Fisher
+information. Conjugate gradient finds x ≈ (H + cI)⁻¹g from products (H + cI)·v alone
+(`fisher_vector_product`, `conjugate_gradient`). The damping c = --cg-damping, 0.1, tilts x
+toward g: a deliberate change, not a rounding error. The step is scaled to the edge of the trust
+region, √(2δ / xᵀ(H + cI)x)·x. A line search shrinks it until the measured KL is within δ and the
+surrogate improves (`line_search`). `trpo_step` puts them together. The policy has no optimiser
+and no step size α: δ takes the place of `--learning-rate`. The critic, the rollout, GAE and the
+budget are vpg.py's, with its defaults.
 
-Defaults follow Spinning Up's TRPO (its TensorFlow 1 code), which keeps its VPG's batch and
-critic (4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99, λ 0.97): δ = 0.01 and damping
-0.1 (flags), and in `trpo_step` 10 conjugate-gradient iterations (as in Schulman et al. 2015)
-and at most 10 tries of the line search, shrinking by 0.8 (as in SB3-contrib's TRPO too).
+Defaults follow Spinning Up's TRPO, its TensorFlow 1 code, which keeps its VPG's batch and
+critic: 4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99, λ 0.97, δ 0.01, damping 0.1.
+`trpo_step` says where its 10 conjugate-gradient iterations and 10 tries of 0.8 come from.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
-training algorithm ends with `train`; the tooling after it (input checks, evaluation,
+training algorithm ends with `train`. The tooling after it (input checks, evaluation,
 checkpoints) can be skipped on a first reading.
 """
 
@@ -102,11 +109,11 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
-    # the step that ends an episode already returns the first observation of the next one, and
-    # the real last observation is in infos["final_obs"]. So every stored transition is real (the
-    # default NEXT_STEP mode would spend one action per episode on a reset), and the final
-    # observation is at hand to bootstrap a truncated episode.
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
+    # The step that ends an episode already returns the first observation of the next one.
+    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
+    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
+    # mode would spend one action per episode on a reset.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -114,10 +121,11 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
-    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
-    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
-    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
+    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
+    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
+    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
+    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
+    # V takes 1.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -139,43 +147,44 @@ class Agent(nn.Module):
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head: a Gaussian for Box
-        # actions, a Categorical for Discrete ones.
+        # The one place where the action space decides the policy head. Box actions get a
+        # Gaussian, and Discrete ones a Categorical.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up's VPG. With σ ≈ 0.61 about a
-            # tenth of the first action components fall outside [−1, 1], the bounds of most MuJoCo
-            # envs (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third); for a
-            # whole 6-dimensional action (HalfCheetah's), some component does 47% of the time
-            # (with σ = 1, 90%).
+            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG. Most MuJoCo envs
+            # bound actions to [−1, 1], and Humanoid to ±0.4. With σ ≈ 0.61, about a tenth of the
+            # first action components fall outside [−1, 1] and reach the env clipped. With σ = 1,
+            # a third would. For a whole 6-dimensional action, as HalfCheetah's, some component
+            # falls outside 47% of the time, and 90% with σ = 1.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,): the most likely one (Discrete) or the
-        mean μ_θ(s) (Box, not yet clipped to the bounds), and the memory the next call takes (none:
-        this policy has no memory). Evaluation acts through this method alone, and the rest of the
-        tooling uses only the constructor and nn.Module's own methods, never the layers."""
+        """The greedy action for one observation (obs_dim,), and the memory the next call takes.
+        The greedy action is the most likely one for Discrete actions. For Box actions it is the
+        mean μ_θ(s), not yet clipped to the bounds. This policy has no memory, so it returns none.
+        Evaluation acts through this method alone. The rest of the tooling uses only the
+        constructor and nn.Module's own methods, never the layers."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions written out, so that their formulas are on the page (tests compare
-        # them with torch.distributions, which is why log σ is computed as log(σ), as it does).
+        # Both distributions are written out, so that their formulas are on the page. Tests
+        # compare them with torch.distributions, so log σ is computed as log(σ), as it does.
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product: log-probs add up
-            # over the last axis, and so do the entropies.
+            # The action dimensions are independent, so the density is a product. So log-probs add
+            # up over the last axis, and so do the entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -199,9 +208,9 @@ class Agent(nn.Module):
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
 
-    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}), the value of the
-    observation that really followed step t: on a time-limit truncation that is the final
-    observation of the episode, not the reset observation the vector env returned.
+    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
+    observation that really followed step t. On a time-limit truncation, that is the episode's
+    final observation, not the reset observation the vector env returned.
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
         A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
@@ -210,9 +219,9 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
     limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
     2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
     ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N), with returns = A + V; with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
+    (T, N). returns = A + V: with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
     """
-    # Every δ_t at once; only the recursion over A needs a loop (run backwards in time).
+    # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
     advantages = torch.zeros_like(rewards)
@@ -228,9 +237,9 @@ def surrogate(logprob, old_logprob, advantages):
 
     The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
     r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
-    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t): the gradient g of L is vpg.py's policy
-    gradient. Away from θ_old, L estimates the improvement only while the policy stays close
-    (the states still come from π_θ_old), hence the trust region.
+    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t), so the gradient g of L is vpg.py's
+    policy gradient. Away from θ_old, L estimates the improvement only while the policy stays
+    close, because the states still come from π_θ_old. Hence the trust region.
     """
     # math: L(\theta) = \frac{1}{B}\sum_t r_t(\theta)\, \hat A_t
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
@@ -238,14 +247,14 @@ def surrogate(logprob, old_logprob, advantages):
 
 
 def mean_kl(agent, obs, old):
-    """The mean over a batch of states (B, obs_dim) of KL[π_old(·|s) ‖ π_θ(·|s)], in closed form;
-    a scalar, 0 at θ = θ_old. `old` is a copy of the agent at θ_old; its weights never change,
+    """The mean over a batch of states (B, obs_dim) of KL[π_old(·|s) ‖ π_θ(·|s)], in closed form.
+    A scalar, 0 at θ = θ_old. `old` is a copy of the agent at θ_old. Its weights never change,
     and gradients are taken with respect to the agent's alone."""
-    # The actor's outputs: the means μ(s) of the Gaussians or the logits z of the Categoricals
+    # The actor's outputs: the means μ(s) of the Gaussians, or the logits z of the Categoricals.
     out, old_out = agent.actor(obs), old.actor(obs)
     if agent.continuous:
         logstd, old_logstd = agent.actor_logstd, old.actor_logstd
-        # Per action dimension j (the dimensions are independent, so the KLs add up):
+        # Per action dimension j. The dimensions are independent, so the KLs add up:
         # math: \mathrm{KL}_j = \log\sigma_j - \log\sigma_{old,j}
         # math: \qquad + (\sigma_{old,j}^2 + (\mu_{old,j} - \mu_j)^2) / (2\sigma_j^2) - \tfrac12
         kl = (logstd - old_logstd - 0.5
@@ -258,7 +267,7 @@ def mean_kl(agent, obs, old):
 
 
 def flat_grad(output, params, **kwargs):
-    """∇_θ output as one flat vector (n,), θ = `params`; kwargs go to torch.autograd.grad."""
+    """∇_θ output as one flat vector (n,), θ = `params`. kwargs go to torch.autograd.grad."""
     return nn.utils.parameters_to_vector(torch.autograd.grad(output, params, **kwargs))
 
 
@@ -267,13 +276,12 @@ def fisher_vector_product(kl, params, damping):
     θ = `params` (n weights in all), never formed.
 
     ∇_θ KL is taken with create_graph=True so that it can be differentiated again: the gradient
-    of the scalar ∇KL·v is H·v. This double backprop is how OpenAI Baselines' and Spinning Up's
-    TRPO compute the product, each about the cost of one more backward pass; Schulman et al.
-    (2015, appendix C) compute it analytically instead, through the Jacobian of the
-    distribution's parameters. For the mean
-    KL at θ_old this Hessian is the Fisher information matrix of π_θ, averaged over the states.
-    The damping c keeps H + cI well conditioned for conjugate gradient: H, estimated from one
-    batch, can be near singular.
+    of the scalar ∇KL·v is H·v. OpenAI Baselines' and Spinning Up's TRPO compute the product by
+    this double backprop, each at about the cost of one more backward pass. Schulman et al. (2015,
+    appendix C) compute it analytically instead, through the Jacobian of the distribution's
+    parameters. For the mean KL at θ_old, this Hessian is the Fisher information matrix of π_θ,
+    averaged over the states. The damping c keeps H + cI well conditioned for conjugate gradient,
+    because H, estimated from one batch, can be near singular.
     """
     kl_grad = flat_grad(kl, params, create_graph=True)  # (n,), 0 at θ_old
     # math: H v = \nabla_\theta \big( (\nabla_\theta \overline{\mathrm{KL}})^\top v \big)
@@ -281,16 +289,17 @@ def fisher_vector_product(kl, params, damping):
 
 
 def conjugate_gradient(matrix_vector_product, b, iters):
-    """Solve A x = b for a symmetric positive-definite A known only through A·v: at most `iters`
-    conjugate-gradient steps from x = 0. Step k gives the x that minimises the error in the
-    A-norm, (x − A⁻¹b)ᵀA(x − A⁻¹b), over the Krylov subspace span{b, Ab, ..., A^{k−1}b}, one
-    dimension larger per step: exact in n steps for an (n, n) A (up to rounding), and TRPO stops
-    after a few. It also stops once the residual is (near) zero, as OpenAI Baselines' and
-    SB3-contrib's TRPO do: x is then exact, and another step would divide 0 by 0."""
-    x, r, p = torch.zeros_like(b), b, b  # residual r = b − A x; search direction p
+    """Solve A x = b for a symmetric positive-definite A known only through A·v, by at most
+    `iters` conjugate-gradient steps from x = 0. Step k gives the x that minimises the error in
+    the A-norm, (x − A⁻¹b)ᵀA(x − A⁻¹b), over the Krylov subspace span{b, Ab, ..., A^{k−1}b}. The
+    subspace grows by one dimension per step. So CG is exact in n steps for an (n, n) A, up to
+    rounding, and TRPO stops after a few. It also stops once the residual is near zero, as
+    OpenAI Baselines' and SB3-contrib's TRPO do. x is then exact, and another step would divide
+    0 by 0."""
+    x, r, p = torch.zeros_like(b), b, b  # Residual r = b − A x, search direction p.
     r_dot_r = r @ r
     for _ in range(iters):
-        if r_dot_r < 1e-10:  # their tolerance on rᵀr; b = 0 stops here at once, with x = 0
+        if r_dot_r < 1e-10:  # Their tolerance on rᵀr. b = 0 stops here at once, with x = 0.
             break
         Ap = matrix_vector_product(p)
         # math: \alpha = r^\top r / p^\top A p
@@ -303,14 +312,13 @@ def conjugate_gradient(matrix_vector_product, b, iters):
     return x
 
 
-@torch.no_grad()  # no gradient: the line search only sets θ and measures L and the KL
+@torch.no_grad()  # No gradient: the line search only sets θ and measures L and the KL.
 def line_search(params, full_step, acceptable, backtrack_coef, backtrack_iters):
-    """Try θ = θ_old + b^k · full_step for k = 0, 1, ..., backtrack_iters − 1 (b =
-    backtrack_coef, 0.8; not the β that scales full_step) and keep the first θ that
-    `acceptable()` accepts; if none, θ stays θ_old.
-    Returns k, or backtrack_iters if no step was taken. The step was sized on models of the KL
-    and of L (quadratic and linear), which far from θ_old can be wrong: the line search
-    measures both instead."""
+    """Try θ = θ_old + b^k · full_step for k = 0, 1, ..., backtrack_iters − 1, and keep the
+    first θ that `acceptable()` accepts. If none, θ stays θ_old. b = backtrack_coef, 0.8, is not
+    the β that scales full_step. Returns k, or backtrack_iters if no step was taken. The step was
+    sized on a quadratic model of the KL and a linear model of L. Far from θ_old they can be
+    wrong, so the line search measures both instead."""
     old_params = nn.utils.parameters_to_vector(params)
     for k in range(backtrack_iters):
         nn.utils.vector_to_parameters(old_params + backtrack_coef**k * full_step, params)
@@ -321,13 +329,13 @@ def line_search(params, full_step, acceptable, backtrack_coef, backtrack_iters):
 
 
 def trpo_step(agent, params, obs, actions, advantages, args):
-    """One trust-region update of the policy's weights θ = `params` on a batch of B steps (obs
-    (B, obs_dim), actions (B, ...), advantages (B,)), in place; returns its diagnostics.
+    """One trust-region update, in place, of the policy's weights θ = `params` on a batch of B
+    steps: obs (B, obs_dim), actions (B, ...), advantages (B,). Returns its diagnostics.
 
-    Maximise L(θ) subject to mean KL[π_θ_old ‖ π_θ] ≤ δ (Schulman et al. 2015, eq. 14), with L
-    to first order and the KL to second order around θ_old: the solution is the natural
-    gradient H⁻¹g scaled to the edge of the region (computed damped here, (H + cI)⁻¹g), which
-    the line search then checks.
+    Maximise L(θ) subject to mean KL[π_θ_old ‖ π_θ] ≤ δ (Schulman et al. 2015, eq. 14). Take L
+    to first order and the KL to second order around θ_old. The solution is then the natural
+    gradient H⁻¹g, scaled to the edge of the region. Here it is computed damped, (H + cI)⁻¹g.
+    The line search then checks it.
     """
     _, logprob, entropy = agent.get_action(obs, actions)
     old_logprob = logprob.detach()
@@ -335,31 +343,31 @@ def trpo_step(agent, params, obs, actions, advantages, args):
     objective = surrogate(logprob, old_logprob, advantages)  # L(θ_old)
     g = flat_grad(objective, params)  # (n,): vpg.py's policy gradient
     fvp = fisher_vector_product(mean_kl(agent, obs, old), params, args.cg_damping)  # v ↦ (H+cI)v
-    # x ≈ (H + cI)⁻¹g, the damped natural gradient: 10 iterations, as in Schulman et al. (2015)
+    # x ≈ (H + cI)⁻¹g, the damped natural gradient. 10 iterations, as in Schulman et al. (2015).
     x = conjugate_gradient(fvp, g, 10)
-    # The longest step along x that the quadratic model of the KL keeps inside the region, with
-    # the damped (H + cI) of `fvp` standing in for H; x = 0 (a zero gradient) gives a zero step:
+    # The longest step along x that the quadratic model of the KL keeps inside the region. The
+    # damped (H + cI) of `fvp` stands in for H. x = 0, from a zero gradient, gives a zero step:
     # math: \tfrac12 \beta^2 x^\top(H+cI)x = \delta \iff \beta = \sqrt{2\delta / x^\top(H+cI)x}
     full_step = (2 * args.max_kl / (x @ fvp(x)).clamp_min(1e-30)) ** 0.5 * x
 
-    def acceptable():  # at the current θ: inside the trust region, and L rose
+    def acceptable():  # At the current θ: inside the trust region, and L rose.
         new_logprob = agent.get_action(obs, actions)[1]
         return (mean_kl(agent, obs, old) <= args.max_kl
                 and surrogate(new_logprob, old_logprob, advantages) > objective)
 
-    # At most 10 tries, the full step shrunk by 0.8^k for k = 0..9, as in SB3-contrib's TRPO
-    # and Spinning Up's.
+    # At most 10 tries, the full step shrunk by 0.8^k for k = 0..9, as SB3-contrib and Spinning
+    # Up do.
     backtracks = line_search(params, full_step, acceptable, 0.8, 10)
-    # The mean KL that the update reached, exact over the actions (the closed form) and a mean
-    # over the batch's states; the other scripts estimate it from the sampled actions
-    # (approx_kl): here that key gets this value, so that the logs compare.
+    # The mean KL that the update reached: exact over the actions, by the closed form, and a mean
+    # over the batch's states. The other scripts estimate it from the sampled actions (approx_kl).
+    # Here that key gets this value, so that the logs compare.
     kl = mean_kl(agent, obs, old).item()
     return {"kl": kl, "approx_kl": kl, "backtracks": backtracks, "entropy": entropy.mean().item(),
             "step_accepted": float(backtracks < 10)}  # 0: every try rejected, θ stayed θ_old
 
 
 def value_loss(value, returns):
-    """Mean squared error of the critic against its targets; inputs have shape (B,)."""
+    """Mean squared error of the critic against its targets. Inputs have shape (B,)."""
     # math: L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2
     return ((value - returns) ** 2).mean()
 
@@ -375,21 +383,22 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
-    # The policy's weights θ (the actor and log σ) take the trust-region step (`policy_params`,
-    # below); only the critic has an optimiser. Adam's ε = 1e-5 instead of 1e-8, as in PPO's
-    # reference code (core detail 3 of Huang et al. 2022); `fused`: one kernel for all weights.
+    # The policy's weights θ, the actor and log σ, take the trust-region step (`policy_params`,
+    # below). Only the critic has an optimiser.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
                                     fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs (a step's few numbers cost less to store there than in
-    # tensors); the whole rollout becomes tensors once, before GAE.
+    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
+    # than in tensors. The whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, *action_space.shape),
@@ -401,34 +410,34 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-    global_step, episodic_returns, next_obs_np = 0, [], None  # episodic: (step, return) pairs
+    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
 
-    # Everything the loop needs to go on from the end of an update, by name (torch's random state
-    # is the CPU's). The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. State you add to the loop (a target network, a
-    # schedule's counter) goes here and below, or a resumed run goes on without it:
-    # tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. torch's random state
+    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. Add here and below any state you add to the
+    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
+    # without it. tools/resume_check.py finds what a resume loses.
     def state() -> dict:
         return {"agent": agent, "vf_optimizer": vf_optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # read back by name: each name of state() is set from the dict the hook returns
+    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
         loop = hook(state())
         agent, vf_optimizer, envs = loop["agent"], loop["vf_optimizer"], loop["envs"]
         next_obs_np, global_step = loop["next_obs"], loop["global_step"]
         episodic_returns = loop["episodic_returns"]
         torch.set_rng_state(loop["rng"])
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
-    if next_obs_np is None:  # a new run, or one resumed without its envs: new episodes
-        next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
+    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
+        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
     start_time, start_step, last_print = time.time(), global_step, 0
-    steps_accepted = 0  # updates whose line search accepted a step; none gets a warning
+    steps_accepted = 0  # Updates whose line search accepted a step. None gets a warning.
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient (the update recomputes log π and V): inference mode is
-        # torch's no-gradient mode with the least bookkeeping.
+        # Collecting needs no gradient, because the update recomputes log π and V.
+        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
@@ -438,7 +447,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 value = agent.get_value(next_obs)
                 action_np = action.cpu().numpy()
                 actions_np[step], values_np[step] = action_np, value.cpu().numpy()
-                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
                 # keeps the sample itself, whose log-probability is the one the gradient needs.
                 env_action = action_np
                 if agent.continuous:
@@ -447,12 +456,12 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 rewards_np[step] = reward
                 terminations_np[step], truncations_np[step] = terminated, truncated
                 next_obs_np = next_obs_np.astype(np.float32)
-                if truncated.any():  # bootstrap a cut episode with V of its real final observation
+                if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                     final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
-                for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended
+                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)
@@ -472,9 +481,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         next_values = torch.where(truncations.bool(), final_values, next_values)
         advantages, _ = compute_gae(rewards, values, next_values, terminations, truncations,
                                     args.gamma, args.gae_lambda)
-        # The critic regresses on the discounted rewards-to-go, bootstrapped the same way (as in
-        # Spinning Up): GAE's returns with λ = 1. With k the number of steps from t to the end of
-        # the episode or of the batch, whichever comes first, V(s_{t+k}) is V(final observation)
+        # The critic regresses on the discounted rewards-to-go, bootstrapped the same way, as in
+        # Spinning Up: GAE's returns with λ = 1. Let k be the number of steps from t to the end of
+        # the episode or of the batch, whichever comes first. Then V(s_{t+k}) is V(final obs)
         # after a truncation, V(s_T) at the batch's end, and 0 after a termination:
         # math: \hat R_t = \sum_{l=0}^{k-1} \gamma^l r_{t+l} + \gamma^k V(s_{t+k})
         _, returns = compute_gae(rewards, values, next_values, terminations, truncations,
@@ -485,9 +494,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         b_values, b_returns = values.reshape(-1), returns.reshape(-1)
         b_advantages = advantages.reshape(-1)
         # Normalised over the batch, as in Spinning Up. Dividing by the std changes nothing in
-        # the step, whose length δ sets; subtracting the mean is a baseline: it changes this
-        # batch's estimate, its direction too, but not its expectation, since E[∇ log π] = 0
-        # (apart from the small bias of taking the mean from the same batch).
+        # the step, whose length δ sets. Subtracting the mean is a baseline. It changes this
+        # batch's estimate, its direction too, but not its expectation, since E[∇ log π] = 0.
+        # Taking the mean from the same batch adds a small bias.
         b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
         # --- update: one trust-region step on θ, then vf_iters critic steps on φ ---
@@ -505,7 +514,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         losses = {**stats, "value_loss": torch.stack(v_losses).mean().item()}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
+        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -518,13 +527,13 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # the tooling: guard rails, checkpoints
+        if hook:  # The tooling: guard rails, checkpoints.
             hook(state(), losses)
     if global_step > start_step and not steps_accepted:
         print("warning: the line search rejected the step of every update: the policy never "
               "moved (a zero gradient? is every advantage 0?)", file=sys.stderr)
     envs.close()
-    writer.flush()  # on disk; left open (the tooling logs its evaluation to it after)
+    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
     return state()
 
 
@@ -543,7 +552,7 @@ import warnings
 from dataclasses import fields
 
 SCRIPT = os.path.basename(__file__).removesuffix(".py")
-FORMAT = 2  # of model.pt and checkpoint.pt; CHANGELOG.md says what each format changed
+FORMAT = 2  # Of model.pt and checkpoint.pt. CHANGELOG.md says what each format changed.
 
 
 @dataclass
@@ -580,18 +589,18 @@ def fail(message):
 
 
 def check_args(args):
-    """Refuse a bad setup in one line that names the failed check, before anything is built;
-    warn of what may go wrong."""
+    """Refuse a bad setup before anything is built, in one line that names the failed check.
+    Warn of what may go wrong."""
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     for flag, module in (("capture_video", "moviepy"), ("track", "wandb")):
         if getattr(args, flag) and not importlib.util.find_spec(module):
             fail(f"--{flag.replace('_', '-')} needs {module}: pip install {module}")
-    if args.capture_video and sys.platform == "linux":  # render with no display (MuJoCo, pygame)
+    if args.capture_video and sys.platform == "linux":  # Render with no display: MuJoCo, pygame.
         os.environ.setdefault("MUJOCO_GL", "egl")
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     may_be_0 = "seed gamma gae_lambda ent_coef vf_coef checkpoint_every eval_episodes eval_seed"
-    for name, value in asdict(args).items():  # type, not isinstance: a bool is no number here
+    for name, value in asdict(args).items():  # Type, not isinstance: a bool is no number here.
         zero = name in may_be_0.split()
         if type(value) in (int, float) and not (0 < value < np.inf or zero and value == 0):
             fail(f"--{name.replace('_', '-')} must be finite and {'>= 0' if zero else 'positive'}"
@@ -604,7 +613,7 @@ def check_args(args):
              f"--num-steps = {batch_size} steps")
     try:
         env = make_env(args.env_id)
-    except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why
+    except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why.
         fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
     # From here on, DeprecationWarnings are ignored: Gymnasium's for an old env was said above.
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -642,9 +651,10 @@ class EnvGuard(gym.vector.VectorWrapper):
 
 
 def write(content, path):
-    """torch.save `content` to `path` in an envelope: the FORMAT and the SHA-256 of the content's
-    bytes, so that `load` can tell a file cut short or changed. Written under another name, then
-    renamed: a kill during the write leaves the last file whole."""
+    """Save `content` to `path` with torch.save, in an envelope. The envelope holds the FORMAT
+    and the SHA-256 of the content's bytes, so that `load` can tell a file cut short or changed.
+    The file is written under another name, then renamed: a kill during the write leaves the last
+    file whole."""
     data = io.BytesIO()
     torch.save(content, data)
     data = data.getvalue()
@@ -662,11 +672,11 @@ def load(path, resume):
         fail(f"{path}: No such file or directory")
     try:
         box = torch.load(path, weights_only=not resume)
-    except pickle.UnpicklingError:  # objects that weights_only refuses: format 1's checkpoint.pt
+    except pickle.UnpicklingError:  # Objects that weights_only refuses: format 1's checkpoint.pt.
         box = {}
     except Exception:
         fail(f"{path} is corrupt or truncated: torch.load cannot read it")
-    version = box.get("format", 1) if isinstance(box, dict) else "unknown"  # 1: pgref 0.1.0's
+    version = box.get("format", 1) if isinstance(box, dict) else "unknown"  # 1: pgref 0.1.0's.
     if version != FORMAT:
         fail(f"{path} has file format {version}, and {SCRIPT}.py reads format "
              f"{FORMAT}: use the pgref release that wrote it (CHANGELOG.md), or train again")
@@ -677,7 +687,7 @@ def load(path, resume):
                            map_location=None if resume else "cpu")
         if saved["script"] == SCRIPT and ("state" in saved) == resume:
             return saved
-    except Exception:  # a pickle weights_only refuses, another script's classes
+    except Exception:  # A pickle weights_only refuses, or another script's classes.
         pass
     fail(f"{path} is no {'checkpoint' if resume else 'model'}.pt of {SCRIPT}.py: --resume takes "
          "<run>/checkpoint.pt, --eval-checkpoint <run>/model.pt (--save-model), each from a run "
@@ -685,20 +695,20 @@ def load(path, resume):
 
 
 def evaluate(agent, args, folder):
-    """Play --eval-episodes episodes, each cut at 10,000 steps at most and filmed into
-    <folder>/videos with --capture-video; print and return their returns. The agent acts through
-    `greedy_action` alone, its memory reset at each episode's start; a Box action is clipped to
-    the env's bounds."""
+    """Play --eval-episodes episodes, each cut at 10,000 steps at most, and print and return
+    their returns. --capture-video films them into <folder>/videos. The agent acts through
+    `greedy_action` alone, with its memory reset at each episode's start. A Box action is clipped
+    to the env's bounds."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
-    env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
+    env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # Or it may never end.
     if args.capture_video:
         env = gym.wrappers.RecordVideo(env, f"{folder}/videos", lambda _: True)
-    if isinstance(env.action_space, gym.spaces.Box):  # a mean may lie outside the bounds
+    if isinstance(env.action_space, gym.spaces.Box):  # A mean may lie outside the bounds.
         env = gym.wrappers.ClipAction(env)
-    env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # keeps every return
+    env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # Keeps every return.
     seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
     for episode in range(args.eval_episodes):
-        obs, _ = env.reset(seed=seed if episode == 0 else None)  # the first seed fixes them all
+        obs, _ = env.reset(seed=seed if episode == 0 else None)  # The first seed fixes them all.
         done, memory = False, None
         while not done:
             action, memory = agent.greedy_action(obs, memory)
@@ -707,12 +717,12 @@ def evaluate(agent, args, folder):
     env.close()
     print(f"{args.env_id}: mean return {np.mean(env.return_queue):.2f} ± "
           f"{np.std(env.return_queue):.2f} over {args.eval_episodes} episodes (seed {seed})")
-    return np.ravel(env.return_queue).tolist()  # floats (a reward may be an array of one)
+    return np.ravel(env.return_queue).tolist()  # Floats: a reward may be an array of one.
 
 
 def load_agent(path, args=None):
     """The Agent saved in a model.pt (--save-model), for code of your own
-    (docs/usage.md, "Long runs"); `args` are the flags to build it with, by default those saved
+    (docs/usage.md, "Long runs"). `args` are the flags to build it with, by default those saved
     with it. Act with `agent.greedy_action(obs, memory)`. model.pt's content holds "script",
     "model" (the state_dict), "args" (the flags, a dict) and "global_step"."""
     saved = load(path, resume=False)
@@ -735,44 +745,45 @@ def interrupted(folder, when):
 
 
 def main(args: RunArgs | None = None) -> dict:
-    """Train, with the tooling around `train`; go on with the run of a --resume checkpoint; or
+    """Train, with the tooling around `train`. Or go on with the run of a --resume checkpoint. Or
     evaluate the policy of an --eval-checkpoint model.pt. Flags not given take the values saved
     in the file. With --resume, a flag of `Args` that differs from the run's is refused, but for
     --total-timesteps: a larger one extends the run. With --eval-checkpoint, one that changes
     what the model means is refused (all of `Args` but --env-id, --seed, --num-threads, --cuda).
     `args`: from code of one's own (where the fields that differ from their defaults count as
     given), or else the command line. Returns `train`'s state with the run's folder (run_dir)
-    and eval_returns; with --eval-checkpoint, only eval_returns."""
+    and eval_returns. With --eval-checkpoint, it returns only eval_returns."""
     cli, args = args is None, args or tyro.cli(RunArgs)
     path = args.resume or args.eval_checkpoint
     saved = path and load(path, resume=bool(args.resume))
-    if saved:  # the file's flags, but for those given (not its own --resume or --eval-checkpoint)
+    if saved:  # The file's flags, but for those given (not its --resume or --eval-checkpoint).
         old = dict(saved["args"], resume=None, eval_checkpoint=None)
         args = (tyro.cli(RunArgs, default=RunArgs(**old)) if cli else RunArgs(
             **{k: old[k] if v == getattr(RunArgs, k) else v for k, v in asdict(args).items()}))
         allowed = ["total_timesteps"] if args.resume else ["env_id", "seed", "num_threads", "cuda"]
         for name in [f.name for f in fields(Args) if getattr(args, f.name) != old[f.name]]:
-            if name not in allowed:  # the model's meaning (--eval-checkpoint) or the run's
+            if name not in allowed:  # The model's meaning (--eval-checkpoint), or the run's.
                 fail(f"{'--resume' if args.resume else '--eval-checkpoint'} takes the flags the "
                      f"file was trained with: leave out --{name.replace('_', '-')}")
     check_args(args)
     if args.eval_checkpoint:
         try:
             return {"eval_returns": evaluate(load_agent(path, args), args, os.path.dirname(path))}
-        except RuntimeError as error:  # weights that do not fit: torch's line, its first misfit
+        except RuntimeError as error:  # Weights that do not fit: torch's line, its first misfit.
             first = " ".join(str(error).split("\n\t")[:2])
             fail(f"--eval-checkpoint {path}: {first}")
 
-    # The run's folder: its own, even where another run took its name; a resumed run reopens its
-    # checkpoint's, where TensorBoard drops what was logged after the checkpoint (logged again).
+    # Each run gets its own folder, even where another run took its name. A resumed run reopens
+    # its checkpoint's folder. There TensorBoard drops what was logged after the checkpoint, and
+    # the run logs it again.
     # The env id without the module of module:EnvId: no ':' in a folder name.
     name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
     folder = os.path.dirname(os.path.abspath(path)) if saved else f"{args.log_dir}/{name}"
     try:
         os.makedirs(folder, exist_ok=bool(saved))
-    except FileExistsError:  # a run started in the same second
+    except FileExistsError:  # A run started in the same second.
         folder = tempfile.mkdtemp(prefix=name + "_", dir=args.log_dir)
-    if args.track:  # before the writer: W&B mirrors what it writes
+    if args.track:  # Before the writer: W&B mirrors what it writes.
         import wandb
         name = os.path.basename(folder)
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name, id=name,
@@ -788,11 +799,11 @@ def main(args: RunArgs | None = None) -> dict:
         nonlocal updates
         if losses is None:
             differ = saved and (set(state) ^ set(saved["state"])) - {"envs", "next_obs"}
-            if differ:  # (the envs may be left out: see `save`)
+            if differ:  # The envs may be left out: see `save`.
                 fail(f"--resume: the names {sorted(differ)} are in one of {path} and train's "
                      "state(), not in both: resume with the code that wrote it")
             state.update(saved["state"] if saved else {})
-            if saved and "envs" not in saved["state"]:  # envs not saved (see `save`)
+            if saved and "envs" not in saved["state"]:  # Envs not saved: see `save`.
                 print(f"note: {args.env_id} cannot be saved mid-episode, so the run goes on with "
                       "new episodes, not exactly as if never stopped", file=sys.stderr)
             state["envs"] = EnvGuard(state["envs"])
@@ -802,8 +813,8 @@ def main(args: RunArgs | None = None) -> dict:
             raise FloatingPointError("a loss or weight became NaN or inf in an update: a learning "
                                      "rate too large? rewards of huge scale?")
         # A collapse: the update's logged KL estimate (approx_kl) is above 1 nat, far above the
-        # 0.01 to 0.05 that --target-kl typically allows. `get`: a statistic renamed in `train`
-        # turns the check off and never breaks the run.
+        # 0.01 to 0.05 that --target-kl typically allows. With `get`, a statistic renamed in
+        # `train` turns the check off and never breaks the run.
         if losses.get("approx_kl", 0) > 1:
             print(f"warning: the policy collapsed at step {state['global_step']:,}: a KL of "
                   f"{losses['approx_kl']:.3g} nats in one update (entropy now "
@@ -816,31 +827,31 @@ def main(args: RunArgs | None = None) -> dict:
     def save(state):
         """Write model.pt (with --save-model) and checkpoint.pt (with --checkpoint-every), and
         flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags. Box2D
-        and MuJoCo envs pickle as the arguments that made them (EzPickle), not their state, and
-        some envs do not pickle at all (a lambda in a wrapper): those envs and their
-        observations are left out, and a resumed run begins new episodes."""
+        and MuJoCo envs pickle as the arguments that made them (EzPickle), not as their state.
+        Some envs do not pickle at all, such as one with a lambda in a wrapper. Those envs and
+        their observations are left out, and a resumed run begins new episodes."""
         writer.flush()
-        if args.save_model:  # only tensors, numbers, strings: safe to load
+        if args.save_model:  # Only tensors, numbers, strings: safe to load.
             write({"script": SCRIPT, "model": state["agent"].state_dict(), "args": asdict(args),
                    "global_step": state["global_step"]}, f"{folder}/model.pt")
         if not args.checkpoint_every:
             return
-        envs = state["envs"].env  # without the EnvGuard
+        envs = state["envs"].env  # Without the EnvGuard.
         without_envs = {k: v for k, v in state.items() if k not in ("envs", "next_obs")}
         exact = not isinstance(envs.unwrapped.envs[0].unwrapped, gym.utils.EzPickle)
         for kept in [dict(state, envs=envs)] * exact + [without_envs]:
-            try:  # without the envs where they do not pickle
+            try:  # Without the envs where they do not pickle.
                 return write({"script": SCRIPT, "args": asdict(args), "state": kept},
                              f"{folder}/checkpoint.pt")
-            except Exception as error:  # an object that does not pickle: a lambda, a local class
+            except Exception as error:  # An object that does not pickle: a lambda, a local class.
                 failure = error
-        args.checkpoint_every = 0  # said once: the run goes on without checkpoints
+        args.checkpoint_every = 0  # Said once: the run goes on without checkpoints.
         print(f"warning: no checkpoint: {failure}", file=sys.stderr)
 
-    # A guard rail or a Ctrl-C stops the run at once: its checkpoint.pt and model.pt are those of
-    # its last checkpoint, if any (whose weights are finite); its logs reach at least that far, and
-    # a --resume drops what was logged after it. After training, the files are written (as
-    # --checkpoint-every and --save-model ask), and the policy is evaluated.
+    # A guard rail or a Ctrl-C stops the run at once. Its checkpoint.pt and model.pt are then
+    # those of its last checkpoint, if any, whose weights are finite. Its logs reach at least that
+    # far, and a --resume drops what was logged after it. After training, the files are written
+    # (as --checkpoint-every and --save-model ask), and the policy is evaluated.
     try:
         state = train(args, writer, hook)
     except FloatingPointError as error:
@@ -857,17 +868,17 @@ def main(args: RunArgs | None = None) -> dict:
         eval_returns = evaluate(state["agent"].cpu(), args, folder) if args.eval_episodes else []
     except KeyboardInterrupt:
         interrupted(folder, "after training (saving or evaluating)")
-    for episode_return in eval_returns:  # at the step of the policy evaluated
+    for episode_return in eval_returns:  # At the step of the policy evaluated.
         writer.add_scalar("eval/episodic_return", episode_return, state["global_step"])
     writer.close()
     return dict(state, run_dir=folder, eval_returns=eval_returns)
 
 
 if __name__ == "__main__":
-    # Run as the module named after the file, not as __main__: a checkpoint then names this
-    # file's classes by the file's name, and code of one's own that imports the script loads it.
+    # Run as the module named after the file, not as __main__. A checkpoint then names this
+    # file's classes by the file's name, so code of one's own that imports the script loads it.
     try:
         importlib.import_module(SCRIPT).main()
-    except KeyboardInterrupt:  # before training, or in an --eval-checkpoint evaluation
+    except KeyboardInterrupt:  # Before training, or in an --eval-checkpoint evaluation.
         print(f"{SCRIPT}.py: interrupted: no model.pt or checkpoint.pt was saved", file=sys.stderr)
         raise SystemExit(130) from None

@@ -1,10 +1,18 @@
 """Vanilla policy gradient (VPG) with a learned value baseline and GAE-λ, in one file.
 
-The policy gradient with a critic as baseline (Sutton et al. 2000; Williams 1992, §4) and
-generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438), as OpenAI's Spinning
-Up defines VPG: one policy-gradient step per batch, then many regression steps on the critic.
-For Gymnasium environments with `Discrete` actions (CartPole-v1, LunarLander-v3) or `Box`
-actions (Pendulum-v1, HalfCheetah-v4).
+    VPG, one iteration of `train`:
+    1. Step the N envs T times with π_θ. Store obs, a, r and V(s) (`--- rollout ---`).
+    2. At a truncation, store V(final obs) to bootstrap the cut episode (`final_values`).
+    3. Bootstrap the batch's end with V(s_T). Compute the GAE-λ advantages Â (`compute_gae`).
+    4. Compute the critic's targets R̂, GAE's returns with λ = 1 (`compute_gae`).
+    5. Normalise Â over the batch (`--- flatten the batch ---`).
+    6. Take one Adam step on the policy loss (`vpg_loss`).
+    7. Take --vf-iters Adam steps on the critic's loss (`value_loss`), then log (`--- log ---`).
+
+The policy gradient with a critic as baseline (Sutton et al. 2000, and Williams 1992, §4), and
+GAE (Schulman et al. 2016, arXiv:1506.02438), as OpenAI's Spinning Up defines VPG.
+The script takes Gymnasium environments with `Discrete` actions, such as CartPole-v1 and
+LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
 
     python vpg.py                                           # CartPole-v1, 500k steps
     python vpg.py --env-id HalfCheetah-v4 --total-timesteps 1000000
@@ -15,33 +23,26 @@ actions (Pendulum-v1, HalfCheetah-v4).
 
 Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
 
-What changes from reinforce.py: four steps, each one idea and each a file that runs
-(docs/reinforce-to-vpg.html). steps/vpg_1_baseline.py brings a learned baseline: REINFORCE weights
-each log-probability by the return G_t, whose variance grows with the episode; weighted by G_t −
-V_φ(s_t) instead, with V_φ a critic that learns to predict G_t, the expected gradient is the same
-(E[∇ log π] = 0) and, as V learns, the variance is usually lower. The critic has its own Adam and
-takes `vf_iters` steps per batch. steps/vpg_2_rollout.py cuts the batch at a fixed T steps per env:
-V estimates the rewards after a cut, so a batch need not hold whole episodes, and a time-limit
-truncation is bootstrapped with V(final observation), the batch's end with V(s_T).
-steps/vpg_3_gae.py weights by GAE-λ advantages Â_t: at λ = 1, for an episode that terminates inside
-the batch, Â_t = G_t − V(s_t); λ < 1 trades some bias, where V is inexact, for less variance. This
-file normalises Â over the batch. The policy's step size (3e-3) and the budget (500k steps) stay
-reinforce.py's throughout.
+What changes from reinforce.py: four steps, each a file in steps/ that runs
+(docs/reinforce-to-vpg.html): a learned baseline V_φ(s_t), a batch cut at T steps per env and
+bootstrapped with V (this step also bootstraps time-limit truncations: two ideas), GAE-λ, and Â
+normalised. The policy's step size (3e-3) and the budget (500k
+steps) stay reinforce.py's throughout.
 
 What changes from vpg_3_gae.py, one idea: advantages normalised over the batch. Â is always
-normalised to mean 0 and std 1 over the batch, as Spinning Up does (the `--norm-adv` flag of the
-steps before, off by default there and renamed from reinforce.py's `--norm-returns`, goes). The
-mean is a baseline; the std only rescales each batch's gradient, to a scale that no longer drifts
-with the size of the returns (Adam is blind to a constant factor, not to a drifting one).
+normalised to mean 0 and std 1 over the batch, as Spinning Up does. The steps before had a flag
+for it, `--norm-adv`, off by default and renamed from reinforce.py's `--norm-returns`. It goes.
+The mean is a baseline. The std only rescales each batch's gradient, to a scale that no longer
+drifts with the size of the returns. Adam is blind to a constant factor, not to a drifting one.
 
-Defaults follow Spinning Up's `vpg.py` (4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99,
-λ 0.97, no observation normalisation), but not its policy step size: its pi_lr 3e-4 is too small
-to learn much in 1M MuJoCo steps (benchmarks/RESULTS.md, suite figure3-vpg-lr). Unlike PPO, VPG
-takes a single gradient step per batch: the estimate is only valid at the policy that collected
-the data, and VPG has no ratio or clip to keep a second step honest.
+Defaults follow Spinning Up's `vpg.py`: 4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99,
+λ 0.97, no observation normalisation. The policy's step size does not. Spinning Up's pi_lr 3e-4
+is too small to learn much in 1M MuJoCo steps (benchmarks/RESULTS.md, suite figure3-vpg-lr).
+Unlike PPO, VPG takes a single gradient step per batch. The estimate is only valid at the policy
+that collected the data, and VPG has no ratio or clip to keep a second step honest.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
-training algorithm ends with `train`; the tooling after it (input checks, evaluation,
+training algorithm ends with `train`. The tooling after it (input checks, evaluation,
 checkpoints) can be skipped on a first reading.
 """
 
@@ -101,11 +102,11 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
-    # the step that ends an episode already returns the first observation of the next one, and
-    # the real last observation is in infos["final_obs"]. So every stored transition is real (the
-    # default NEXT_STEP mode would spend one action per episode on a reset), and the final
-    # observation is at hand to bootstrap a truncated episode.
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
+    # The step that ends an episode already returns the first observation of the next one.
+    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
+    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
+    # mode would spend one action per episode on a reset.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -113,10 +114,11 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
-    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
-    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
-    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
+    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
+    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
+    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
+    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
+    # V takes 1.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -138,43 +140,44 @@ class Agent(nn.Module):
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head: a Gaussian for Box
-        # actions, a Categorical for Discrete ones.
+        # The one place where the action space decides the policy head. Box actions get a
+        # Gaussian, and Discrete ones a Categorical.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up's VPG. With σ ≈ 0.61 about a
-            # tenth of the first action components fall outside [−1, 1], the bounds of most MuJoCo
-            # envs (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third); for a
-            # whole 6-dimensional action (HalfCheetah's), some component does 47% of the time
-            # (with σ = 1, 90%).
+            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG. Most MuJoCo envs
+            # bound actions to [−1, 1], and Humanoid to ±0.4. With σ ≈ 0.61, about a tenth of the
+            # first action components fall outside [−1, 1] and reach the env clipped. With σ = 1,
+            # a third would. For a whole 6-dimensional action, as HalfCheetah's, some component
+            # falls outside 47% of the time, and 90% with σ = 1.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,): the most likely one (Discrete) or the
-        mean μ_θ(s) (Box, not yet clipped to the bounds), and the memory the next call takes (none:
-        this policy has no memory). Evaluation acts through this method alone, and the rest of the
-        tooling uses only the constructor and nn.Module's own methods, never the layers."""
+        """The greedy action for one observation (obs_dim,), and the memory the next call takes.
+        The greedy action is the most likely one for Discrete actions. For Box actions it is the
+        mean μ_θ(s), not yet clipped to the bounds. This policy has no memory, so it returns none.
+        Evaluation acts through this method alone. The rest of the tooling uses only the
+        constructor and nn.Module's own methods, never the layers."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions written out, so that their formulas are on the page (tests compare
-        # them with torch.distributions, which is why log σ is computed as log(σ), as it does).
+        # Both distributions are written out, so that their formulas are on the page. Tests
+        # compare them with torch.distributions, so log σ is computed as log(σ), as it does.
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product: log-probs add up
-            # over the last axis, and so do the entropies.
+            # The action dimensions are independent, so the density is a product. So log-probs add
+            # up over the last axis, and so do the entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -198,9 +201,9 @@ class Agent(nn.Module):
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
 
-    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}), the value of the
-    observation that really followed step t: on a time-limit truncation that is the final
-    observation of the episode, not the reset observation the vector env returned.
+    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
+    observation that really followed step t. On a time-limit truncation, that is the episode's
+    final observation, not the reset observation the vector env returned.
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
         A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
@@ -209,9 +212,9 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
     limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
     2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
     ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N), with returns = A + V; with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
+    (T, N). returns = A + V: with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
     """
-    # Every δ_t at once; only the recursion over A needs a loop (run backwards in time).
+    # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
     advantages = torch.zeros_like(rewards)
@@ -228,11 +231,11 @@ def vpg_loss(logprob, advantages):
 
     Its gradient is minus the policy-gradient estimate with Ψ_t = Â_t (Schulman et al. 2016,
     eq. 1), averaged over the B steps of the batch. reinforce.py's loss is a mean over steps
-    too: relative to its ĝ, a mean over episodes, that is a factor |D|/B, one over the mean
-    episode length, which drifts as episodes lengthen. Here a batch is N segments of a fixed T
-    steps, cut mid-episode, and no per-episode mean exists: the mean over B = N·T steps is a
-    fixed factor, to which Adam is blind. Its value is no measure of how well the policy
-    performs: judge a run by its returns.
+    too. Against its ĝ, a mean over episodes, that is a factor |D|/B, one over the mean episode
+    length, and it drifts as episodes lengthen. Here a batch is N segments of a fixed T steps,
+    cut mid-episode, and no per-episode mean exists. The mean over B = N·T steps is a fixed
+    factor, to which Adam is blind. Its value is no measure of how well the policy performs:
+    judge a run by its returns.
     """
     # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t
     # math: -\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,\hat A_t
@@ -240,7 +243,7 @@ def vpg_loss(logprob, advantages):
 
 
 def value_loss(value, returns):
-    """Mean squared error of the critic against its targets; inputs have shape (B,)."""
+    """Mean squared error of the critic against its targets. Inputs have shape (B,)."""
     # math: L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2
     return ((value - returns) ** 2).mean()
 
@@ -256,23 +259,24 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
     # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
-    # step counts. Adam's ε = 1e-5 instead of 1e-8, as in PPO's reference code (core detail 3
-    # of Huang et al. 2022); `fused`: one kernel for all weights.
+    # step counts.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
     pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
                                     fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs (a step's few numbers cost less to store there than in
-    # tensors); the whole rollout becomes tensors once, before GAE.
+    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
+    # than in tensors. The whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, *action_space.shape),
@@ -284,32 +288,32 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-    global_step, episodic_returns, next_obs_np = 0, [], None  # episodic: (step, return) pairs
+    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
 
-    # Everything the loop needs to go on from the end of an update, by name (torch's random state
-    # is the CPU's). The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. State you add to the loop (a target network, a
-    # schedule's counter) goes here and below, or a resumed run goes on without it:
-    # tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. torch's random state
+    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. Add here and below any state you add to the
+    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
+    # without it. tools/resume_check.py finds what a resume loses.
     def state() -> dict:
         return {"agent": agent, "pi_optimizer": pi_optimizer, "vf_optimizer": vf_optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # read back by name: each name of state() is set from the dict the hook returns
+    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
         loop = hook(state())
         agent, pi_optimizer = loop["agent"], loop["pi_optimizer"]
         vf_optimizer, envs, next_obs_np = loop["vf_optimizer"], loop["envs"], loop["next_obs"]
         global_step, episodic_returns = loop["global_step"], loop["episodic_returns"]
         torch.set_rng_state(loop["rng"])
-    if next_obs_np is None:  # a new run, or one resumed without its envs: new episodes
-        next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
+    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
+        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
     start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient (the update recomputes log π and V): inference mode is
-        # torch's no-gradient mode with the least bookkeeping.
+        # Collecting needs no gradient, because the update recomputes log π and V.
+        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
@@ -319,7 +323,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 value = agent.get_value(next_obs)
                 action_np = action.cpu().numpy()
                 actions_np[step], values_np[step] = action_np, value.cpu().numpy()
-                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
                 # keeps the sample itself, whose log-probability is the one the gradient needs.
                 env_action = action_np
                 if agent.continuous:
@@ -328,12 +332,12 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 rewards_np[step] = reward
                 terminations_np[step], truncations_np[step] = terminated, truncated
                 next_obs_np = next_obs_np.astype(np.float32)
-                if truncated.any():  # bootstrap a cut episode with V of its real final observation
+                if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                     final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
-                for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended
+                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)
@@ -353,9 +357,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         next_values = torch.where(truncations.bool(), final_values, next_values)
         advantages, _ = compute_gae(rewards, values, next_values, terminations, truncations,
                                     args.gamma, args.gae_lambda)
-        # The critic regresses on the discounted rewards-to-go, bootstrapped the same way (as in
-        # Spinning Up): GAE's returns with λ = 1. With k the number of steps from t to the end of
-        # the episode or of the batch, whichever comes first, V(s_{t+k}) is V(final observation)
+        # The critic regresses on the discounted rewards-to-go, bootstrapped the same way, as in
+        # Spinning Up: GAE's returns with λ = 1. Let k be the number of steps from t to the end of
+        # the episode or of the batch, whichever comes first. Then V(s_{t+k}) is V(final obs)
         # after a truncation, V(s_T) at the batch's end, and 0 after a termination:
         # math: \hat R_t = \sum_{l=0}^{k-1} \gamma^l r_{t+l} + \gamma^k V(s_{t+k})
         _, returns = compute_gae(rewards, values, next_values, terminations, truncations,
@@ -366,9 +370,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         b_values, b_returns = values.reshape(-1), returns.reshape(-1)
         b_advantages = advantages.reshape(-1)
         # Normalised over the batch, as in Spinning Up. Dividing by the std only rescales the
-        # step; subtracting the mean is a baseline: it changes this batch's estimate, its
-        # direction too, but not its expectation, since E[∇ log π] = 0 (apart from the small bias
-        # of taking the mean from the same batch).
+        # step. Subtracting the mean is a baseline. It changes this batch's estimate, its
+        # direction too, but not its expectation, since E[∇ log π] = 0. Taking the mean from the
+        # same batch adds a small bias.
         b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
         # --- update: one policy-gradient step on θ, then vf_iters critic steps on φ ---
@@ -397,7 +401,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                   "entropy": entropy.mean().item(), "approx_kl": approx_kl.item()}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
+        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -410,10 +414,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # the tooling: guard rails, checkpoints
+        if hook:  # The tooling: guard rails, checkpoints.
             hook(state(), losses)
     envs.close()
-    writer.flush()  # on disk; left open (the tooling logs its evaluation to it after)
+    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
     return state()
 
 
@@ -433,7 +437,7 @@ import warnings
 from dataclasses import fields
 
 SCRIPT = os.path.basename(__file__).removesuffix(".py")
-FORMAT = 2  # of model.pt and checkpoint.pt; CHANGELOG.md says what each format changed
+FORMAT = 2  # Of model.pt and checkpoint.pt. CHANGELOG.md says what each format changed.
 
 
 @dataclass
@@ -470,18 +474,18 @@ def fail(message):
 
 
 def check_args(args):
-    """Refuse a bad setup in one line that names the failed check, before anything is built;
-    warn of what may go wrong."""
+    """Refuse a bad setup before anything is built, in one line that names the failed check.
+    Warn of what may go wrong."""
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     for flag, module in (("capture_video", "moviepy"), ("track", "wandb")):
         if getattr(args, flag) and not importlib.util.find_spec(module):
             fail(f"--{flag.replace('_', '-')} needs {module}: pip install {module}")
-    if args.capture_video and sys.platform == "linux":  # render with no display (MuJoCo, pygame)
+    if args.capture_video and sys.platform == "linux":  # Render with no display: MuJoCo, pygame.
         os.environ.setdefault("MUJOCO_GL", "egl")
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     may_be_0 = "seed gamma gae_lambda ent_coef vf_coef checkpoint_every eval_episodes eval_seed"
-    for name, value in asdict(args).items():  # type, not isinstance: a bool is no number here
+    for name, value in asdict(args).items():  # Type, not isinstance: a bool is no number here.
         zero = name in may_be_0.split()
         if type(value) in (int, float) and not (0 < value < np.inf or zero and value == 0):
             fail(f"--{name.replace('_', '-')} must be finite and {'>= 0' if zero else 'positive'}"
@@ -494,7 +498,7 @@ def check_args(args):
              f"--num-steps = {batch_size} steps")
     try:
         env = make_env(args.env_id)
-    except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why
+    except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why.
         fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
     # From here on, DeprecationWarnings are ignored: Gymnasium's for an old env was said above.
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -532,9 +536,10 @@ class EnvGuard(gym.vector.VectorWrapper):
 
 
 def write(content, path):
-    """torch.save `content` to `path` in an envelope: the FORMAT and the SHA-256 of the content's
-    bytes, so that `load` can tell a file cut short or changed. Written under another name, then
-    renamed: a kill during the write leaves the last file whole."""
+    """Save `content` to `path` with torch.save, in an envelope. The envelope holds the FORMAT
+    and the SHA-256 of the content's bytes, so that `load` can tell a file cut short or changed.
+    The file is written under another name, then renamed: a kill during the write leaves the last
+    file whole."""
     data = io.BytesIO()
     torch.save(content, data)
     data = data.getvalue()
@@ -552,11 +557,11 @@ def load(path, resume):
         fail(f"{path}: No such file or directory")
     try:
         box = torch.load(path, weights_only=not resume)
-    except pickle.UnpicklingError:  # objects that weights_only refuses: format 1's checkpoint.pt
+    except pickle.UnpicklingError:  # Objects that weights_only refuses: format 1's checkpoint.pt.
         box = {}
     except Exception:
         fail(f"{path} is corrupt or truncated: torch.load cannot read it")
-    version = box.get("format", 1) if isinstance(box, dict) else "unknown"  # 1: pgref 0.1.0's
+    version = box.get("format", 1) if isinstance(box, dict) else "unknown"  # 1: pgref 0.1.0's.
     if version != FORMAT:
         fail(f"{path} has file format {version}, and {SCRIPT}.py reads format "
              f"{FORMAT}: use the pgref release that wrote it (CHANGELOG.md), or train again")
@@ -567,7 +572,7 @@ def load(path, resume):
                            map_location=None if resume else "cpu")
         if saved["script"] == SCRIPT and ("state" in saved) == resume:
             return saved
-    except Exception:  # a pickle weights_only refuses, another script's classes
+    except Exception:  # A pickle weights_only refuses, or another script's classes.
         pass
     fail(f"{path} is no {'checkpoint' if resume else 'model'}.pt of {SCRIPT}.py: --resume takes "
          "<run>/checkpoint.pt, --eval-checkpoint <run>/model.pt (--save-model), each from a run "
@@ -575,20 +580,20 @@ def load(path, resume):
 
 
 def evaluate(agent, args, folder):
-    """Play --eval-episodes episodes, each cut at 10,000 steps at most and filmed into
-    <folder>/videos with --capture-video; print and return their returns. The agent acts through
-    `greedy_action` alone, its memory reset at each episode's start; a Box action is clipped to
-    the env's bounds."""
+    """Play --eval-episodes episodes, each cut at 10,000 steps at most, and print and return
+    their returns. --capture-video films them into <folder>/videos. The agent acts through
+    `greedy_action` alone, with its memory reset at each episode's start. A Box action is clipped
+    to the env's bounds."""
     video = {"render_mode": "rgb_array"} if args.capture_video else {}
-    env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # or it may never end
+    env = gym.wrappers.TimeLimit(make_env(args.env_id, **video), 10_000)  # Or it may never end.
     if args.capture_video:
         env = gym.wrappers.RecordVideo(env, f"{folder}/videos", lambda _: True)
-    if isinstance(env.action_space, gym.spaces.Box):  # a mean may lie outside the bounds
+    if isinstance(env.action_space, gym.spaces.Box):  # A mean may lie outside the bounds.
         env = gym.wrappers.ClipAction(env)
-    env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # keeps every return
+    env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # Keeps every return.
     seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
     for episode in range(args.eval_episodes):
-        obs, _ = env.reset(seed=seed if episode == 0 else None)  # the first seed fixes them all
+        obs, _ = env.reset(seed=seed if episode == 0 else None)  # The first seed fixes them all.
         done, memory = False, None
         while not done:
             action, memory = agent.greedy_action(obs, memory)
@@ -597,12 +602,12 @@ def evaluate(agent, args, folder):
     env.close()
     print(f"{args.env_id}: mean return {np.mean(env.return_queue):.2f} ± "
           f"{np.std(env.return_queue):.2f} over {args.eval_episodes} episodes (seed {seed})")
-    return np.ravel(env.return_queue).tolist()  # floats (a reward may be an array of one)
+    return np.ravel(env.return_queue).tolist()  # Floats: a reward may be an array of one.
 
 
 def load_agent(path, args=None):
     """The Agent saved in a model.pt (--save-model), for code of your own
-    (docs/usage.md, "Long runs"); `args` are the flags to build it with, by default those saved
+    (docs/usage.md, "Long runs"). `args` are the flags to build it with, by default those saved
     with it. Act with `agent.greedy_action(obs, memory)`. model.pt's content holds "script",
     "model" (the state_dict), "args" (the flags, a dict) and "global_step"."""
     saved = load(path, resume=False)
@@ -625,44 +630,45 @@ def interrupted(folder, when):
 
 
 def main(args: RunArgs | None = None) -> dict:
-    """Train, with the tooling around `train`; go on with the run of a --resume checkpoint; or
+    """Train, with the tooling around `train`. Or go on with the run of a --resume checkpoint. Or
     evaluate the policy of an --eval-checkpoint model.pt. Flags not given take the values saved
     in the file. With --resume, a flag of `Args` that differs from the run's is refused, but for
     --total-timesteps: a larger one extends the run. With --eval-checkpoint, one that changes
     what the model means is refused (all of `Args` but --env-id, --seed, --num-threads, --cuda).
     `args`: from code of one's own (where the fields that differ from their defaults count as
     given), or else the command line. Returns `train`'s state with the run's folder (run_dir)
-    and eval_returns; with --eval-checkpoint, only eval_returns."""
+    and eval_returns. With --eval-checkpoint, it returns only eval_returns."""
     cli, args = args is None, args or tyro.cli(RunArgs)
     path = args.resume or args.eval_checkpoint
     saved = path and load(path, resume=bool(args.resume))
-    if saved:  # the file's flags, but for those given (not its own --resume or --eval-checkpoint)
+    if saved:  # The file's flags, but for those given (not its --resume or --eval-checkpoint).
         old = dict(saved["args"], resume=None, eval_checkpoint=None)
         args = (tyro.cli(RunArgs, default=RunArgs(**old)) if cli else RunArgs(
             **{k: old[k] if v == getattr(RunArgs, k) else v for k, v in asdict(args).items()}))
         allowed = ["total_timesteps"] if args.resume else ["env_id", "seed", "num_threads", "cuda"]
         for name in [f.name for f in fields(Args) if getattr(args, f.name) != old[f.name]]:
-            if name not in allowed:  # the model's meaning (--eval-checkpoint) or the run's
+            if name not in allowed:  # The model's meaning (--eval-checkpoint), or the run's.
                 fail(f"{'--resume' if args.resume else '--eval-checkpoint'} takes the flags the "
                      f"file was trained with: leave out --{name.replace('_', '-')}")
     check_args(args)
     if args.eval_checkpoint:
         try:
             return {"eval_returns": evaluate(load_agent(path, args), args, os.path.dirname(path))}
-        except RuntimeError as error:  # weights that do not fit: torch's line, its first misfit
+        except RuntimeError as error:  # Weights that do not fit: torch's line, its first misfit.
             first = " ".join(str(error).split("\n\t")[:2])
             fail(f"--eval-checkpoint {path}: {first}")
 
-    # The run's folder: its own, even where another run took its name; a resumed run reopens its
-    # checkpoint's, where TensorBoard drops what was logged after the checkpoint (logged again).
+    # Each run gets its own folder, even where another run took its name. A resumed run reopens
+    # its checkpoint's folder. There TensorBoard drops what was logged after the checkpoint, and
+    # the run logs it again.
     # The env id without the module of module:EnvId: no ':' in a folder name.
     name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
     folder = os.path.dirname(os.path.abspath(path)) if saved else f"{args.log_dir}/{name}"
     try:
         os.makedirs(folder, exist_ok=bool(saved))
-    except FileExistsError:  # a run started in the same second
+    except FileExistsError:  # A run started in the same second.
         folder = tempfile.mkdtemp(prefix=name + "_", dir=args.log_dir)
-    if args.track:  # before the writer: W&B mirrors what it writes
+    if args.track:  # Before the writer: W&B mirrors what it writes.
         import wandb
         name = os.path.basename(folder)
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name, id=name,
@@ -678,11 +684,11 @@ def main(args: RunArgs | None = None) -> dict:
         nonlocal updates
         if losses is None:
             differ = saved and (set(state) ^ set(saved["state"])) - {"envs", "next_obs"}
-            if differ:  # (the envs may be left out: see `save`)
+            if differ:  # The envs may be left out: see `save`.
                 fail(f"--resume: the names {sorted(differ)} are in one of {path} and train's "
                      "state(), not in both: resume with the code that wrote it")
             state.update(saved["state"] if saved else {})
-            if saved and "envs" not in saved["state"]:  # envs not saved (see `save`)
+            if saved and "envs" not in saved["state"]:  # Envs not saved: see `save`.
                 print(f"note: {args.env_id} cannot be saved mid-episode, so the run goes on with "
                       "new episodes, not exactly as if never stopped", file=sys.stderr)
             state["envs"] = EnvGuard(state["envs"])
@@ -692,8 +698,8 @@ def main(args: RunArgs | None = None) -> dict:
             raise FloatingPointError("a loss or weight became NaN or inf in an update: a learning "
                                      "rate too large? rewards of huge scale?")
         # A collapse: the update's logged KL estimate (approx_kl) is above 1 nat, far above the
-        # 0.01 to 0.05 that --target-kl typically allows. `get`: a statistic renamed in `train`
-        # turns the check off and never breaks the run.
+        # 0.01 to 0.05 that --target-kl typically allows. With `get`, a statistic renamed in
+        # `train` turns the check off and never breaks the run.
         if losses.get("approx_kl", 0) > 1:
             print(f"warning: the policy collapsed at step {state['global_step']:,}: a KL of "
                   f"{losses['approx_kl']:.3g} nats in one update (entropy now "
@@ -706,31 +712,31 @@ def main(args: RunArgs | None = None) -> dict:
     def save(state):
         """Write model.pt (with --save-model) and checkpoint.pt (with --checkpoint-every), and
         flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags. Box2D
-        and MuJoCo envs pickle as the arguments that made them (EzPickle), not their state, and
-        some envs do not pickle at all (a lambda in a wrapper): those envs and their
-        observations are left out, and a resumed run begins new episodes."""
+        and MuJoCo envs pickle as the arguments that made them (EzPickle), not as their state.
+        Some envs do not pickle at all, such as one with a lambda in a wrapper. Those envs and
+        their observations are left out, and a resumed run begins new episodes."""
         writer.flush()
-        if args.save_model:  # only tensors, numbers, strings: safe to load
+        if args.save_model:  # Only tensors, numbers, strings: safe to load.
             write({"script": SCRIPT, "model": state["agent"].state_dict(), "args": asdict(args),
                    "global_step": state["global_step"]}, f"{folder}/model.pt")
         if not args.checkpoint_every:
             return
-        envs = state["envs"].env  # without the EnvGuard
+        envs = state["envs"].env  # Without the EnvGuard.
         without_envs = {k: v for k, v in state.items() if k not in ("envs", "next_obs")}
         exact = not isinstance(envs.unwrapped.envs[0].unwrapped, gym.utils.EzPickle)
         for kept in [dict(state, envs=envs)] * exact + [without_envs]:
-            try:  # without the envs where they do not pickle
+            try:  # Without the envs where they do not pickle.
                 return write({"script": SCRIPT, "args": asdict(args), "state": kept},
                              f"{folder}/checkpoint.pt")
-            except Exception as error:  # an object that does not pickle: a lambda, a local class
+            except Exception as error:  # An object that does not pickle: a lambda, a local class.
                 failure = error
-        args.checkpoint_every = 0  # said once: the run goes on without checkpoints
+        args.checkpoint_every = 0  # Said once: the run goes on without checkpoints.
         print(f"warning: no checkpoint: {failure}", file=sys.stderr)
 
-    # A guard rail or a Ctrl-C stops the run at once: its checkpoint.pt and model.pt are those of
-    # its last checkpoint, if any (whose weights are finite); its logs reach at least that far, and
-    # a --resume drops what was logged after it. After training, the files are written (as
-    # --checkpoint-every and --save-model ask), and the policy is evaluated.
+    # A guard rail or a Ctrl-C stops the run at once. Its checkpoint.pt and model.pt are then
+    # those of its last checkpoint, if any, whose weights are finite. Its logs reach at least that
+    # far, and a --resume drops what was logged after it. After training, the files are written
+    # (as --checkpoint-every and --save-model ask), and the policy is evaluated.
     try:
         state = train(args, writer, hook)
     except FloatingPointError as error:
@@ -747,17 +753,17 @@ def main(args: RunArgs | None = None) -> dict:
         eval_returns = evaluate(state["agent"].cpu(), args, folder) if args.eval_episodes else []
     except KeyboardInterrupt:
         interrupted(folder, "after training (saving or evaluating)")
-    for episode_return in eval_returns:  # at the step of the policy evaluated
+    for episode_return in eval_returns:  # At the step of the policy evaluated.
         writer.add_scalar("eval/episodic_return", episode_return, state["global_step"])
     writer.close()
     return dict(state, run_dir=folder, eval_returns=eval_returns)
 
 
 if __name__ == "__main__":
-    # Run as the module named after the file, not as __main__: a checkpoint then names this
-    # file's classes by the file's name, and code of one's own that imports the script loads it.
+    # Run as the module named after the file, not as __main__. A checkpoint then names this
+    # file's classes by the file's name, so code of one's own that imports the script loads it.
     try:
         importlib.import_module(SCRIPT).main()
-    except KeyboardInterrupt:  # before training, or in an --eval-checkpoint evaluation
+    except KeyboardInterrupt:  # Before training, or in an --eval-checkpoint evaluation.
         print(f"{SCRIPT}.py: interrupted: no model.pt or checkpoint.pt was saved", file=sys.stderr)
         raise SystemExit(130) from None

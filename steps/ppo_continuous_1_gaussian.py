@@ -97,11 +97,11 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
-    # the step that ends an episode already returns the first observation of the next one, and
-    # the real last observation is in infos["final_obs"]. So every stored transition is real (the
-    # default NEXT_STEP mode would spend one action per episode on a reset), and the final
-    # observation is at hand to bootstrap a truncated episode.
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
+    # The step that ends an episode already returns the first observation of the next one.
+    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
+    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
+    # mode would spend one action per episode on a reset.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -109,10 +109,11 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
-    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
-    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
-    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
+    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
+    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
+    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
+    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
+    # V takes 1.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -129,17 +130,17 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 class Agent(nn.Module):
     """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
     units (64 by default). The actor's output is the mean μ_θ(s) of a diagonal Gaussian
-    N(μ_θ(s), diag σ²); log σ is one learned parameter per action dimension, the same in every
+    N(μ_θ(s), diag σ²). log σ is one learned parameter per action dimension, the same in every
     state (continuous details 1-3). Separate networks, not a shared trunk (continuous detail 4)."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64):
         super().__init__()
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
-        # log σ = 0, σ = 1 at the start, as in CleanRL and PPO's reference code (vpg.py: Spinning
-        # Up's σ ≈ 0.61). About a third of the first action components then fall outside [−1, 1],
-        # the bounds of most MuJoCo envs (Humanoid's are ±0.4), and reach the env clipped; for a
-        # whole 6-dimensional action (HalfCheetah's), some component does 90% of the time.
+        # log σ = 0, σ = 1 at the start, as in CleanRL and PPO's reference code. vpg.py takes
+        # Spinning Up's σ ≈ 0.61. About a third of the first action components fall outside
+        # [−1, 1], the bounds of most MuJoCo envs (Humanoid's: ±0.4), and reach the env clipped.
+        # For a whole 6-dimensional action, as HalfCheetah's, some component does 90% of the time.
         self.actor_logstd = nn.Parameter(torch.zeros(act_dim))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -156,14 +157,14 @@ class Agent(nn.Module):
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B, act_dim), log π(a|s) (B,), entropy (B,), V(s) (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # The Gaussian written out, so that its formulas are on the page (tests compare it with
-        # torch.distributions.Normal, which is why log σ is computed as log(σ), as it does).
+        # The Gaussian is written out, so that its formulas are on the page. Tests compare it with
+        # torch.distributions.Normal, so log σ is computed as log(σ), as it does.
         mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
         std = self.actor_logstd.expand_as(mean).exp()  # σ, (B, act_dim): state-independent
         if action is None:
             action = torch.normal(mean, std)
-        # The action dimensions are independent, so the density is a product: log-probs add up
-        # over the last axis, and so do the entropies.
+        # The action dimensions are independent, so the density is a product. So log-probs add
+        # up over the last axis, and so do the entropies.
         # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
         # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
         log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -177,9 +178,9 @@ class Agent(nn.Module):
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
 
-    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}), the value of the
-    observation that really followed step t: on a time-limit truncation that is the final
-    observation of the episode, not the reset observation the vector env returned.
+    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
+    observation that really followed step t. On a time-limit truncation, that is the episode's
+    final observation, not the reset observation the vector env returned.
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
         A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
@@ -188,9 +189,9 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
     limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
     2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
     ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N), with returns = A + V; with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
+    (T, N). returns = A + V: with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
     """
-    # Every δ_t at once; only the recursion over A needs a loop (run backwards in time).
+    # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
     advantages = torch.zeros_like(rewards)
@@ -203,19 +204,19 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 def surrogate(ratio, advantages, clip_coef):
     """The clipped surrogate objective L^CLIP(θ) on a batch of B steps, to maximise (Schulman et
-    al. 2017, eq. 7). Inputs have shape (B,); `ratio` holds r_t(θ), defined below.
+    al. 2017, eq. 7). Inputs have shape (B,). `ratio` holds r_t(θ), defined below.
 
     The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
     r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
-    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t): the gradient g of L is vpg.py's policy
-    gradient. Away from θ_old, L estimates the improvement only while the policy stays close
-    (the states still come from π_θ_old). TRPO bounds the step; PPO takes the minimum with a
-    clipped ratio instead, a pessimistic bound on r_t Â_t: a change of r_t beyond 1 ± ε counts
-    when it lowers the objective and not when it raises it.
+    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t), so the gradient g of L is vpg.py's
+    policy gradient. Away from θ_old, L estimates the improvement only while the policy stays
+    close, because the states still come from π_θ_old. TRPO bounds the step. PPO instead takes
+    the minimum with a clipped ratio, a pessimistic bound on r_t Â_t. A change of r_t beyond
+    1 ± ε counts when it lowers the objective, and not when it raises it.
     """
-    # A sample gives no gradient only where the clipped term is the smaller one: Â > 0 and
-    # r > 1 + ε, or Â < 0 and r < 1 − ε (the step already moved it far enough its way). Where r
-    # left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
+    # A sample gives no gradient only where the clipped term is the smaller one. That is where
+    # Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε: the steps already moved it far enough its way.
+    # Where r left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
     # math: L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)
     # math: \bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -226,13 +227,15 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
              clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
     """The PPO objective on a minibatch of B steps as one loss for actor and critic, to minimise
     (Schulman et al. 2017, eq. 9), with an entropy bonus that keeps the policy exploring. Inputs
-    have shape (B,); returns the scalar loss and a dict of detached diagnostics."""
+    have shape (B,). Returns the scalar loss and a dict of detached diagnostics."""
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
-    ratio = logratio.exp()  # r_t(θ); 1 (up to rounding) in the first minibatch of the first epoch
+    ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
     pg_loss = -surrogate(ratio, advantages, clip_coef)
     # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
-    # also clips the change of V around the rollout's prediction, like the ratio (core detail 9).
+    # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio,
+    # but here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
+    # Studies found this clip useless or harmful (Engstrom et al. 2020, Andrychowicz et al. 2021).
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
     # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]
     v_loss_unclipped = (new_value - returns) ** 2
@@ -246,9 +249,9 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss
     with torch.no_grad():
         # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old (J. Schulman, "Approximating KL
-        # divergence", 2020): k1 is unbiased but noisy and can be negative; k3 is unbiased and ≥ 0.
+        # divergence", 2020). k1 is unbiased but noisy and can be negative. k3 is unbiased and ≥ 0.
         # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
-        # clipfrac is the share of samples with |r − 1| > ε; some of them still give a gradient.
+        # clipfrac is the share of samples with |r − 1| > ε. Some of them still give a gradient.
         stats = {
             "policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy_loss,
             "old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),
@@ -269,20 +272,21 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     act_dim = action_space.shape[0]
     agent = Agent(obs_dim, act_dim, args.hidden_size).to(device)
-    # One optimiser for the actor and the critic, which share one loss. Adam's ε = 1e-5 instead
-    # of 1e-8, as in PPO's reference code (core detail 3); `fused`: one kernel for all weights.
+    # One optimiser for the actor and the critic, which share one loss.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs (a step's few numbers cost less to store there than in
-    # tensors); the whole rollout becomes tensors once, before GAE.
+    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
+    # than in tensors. The whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, act_dim), dtype=np.float32)
@@ -293,26 +297,26 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-    global_step, episodic_returns, next_obs_np = 0, [], None  # episodic: (step, return) pairs
+    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
 
-    # Everything the loop needs to go on from the end of an update, by name (torch's random state
-    # is the CPU's). The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. State you add to the loop (a target network, a
-    # schedule's counter) goes here and below, or a resumed run goes on without it:
-    # tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. torch's random state
+    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. Add here and below any state you add to the
+    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
+    # without it. tools/resume_check.py finds what a resume loses.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # read back by name: each name of state() is set from the dict the hook returns
+    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
         loop = hook(state())
         agent, optimizer, envs = loop["agent"], loop["optimizer"], loop["envs"]
         next_obs_np, global_step = loop["next_obs"], loop["global_step"]
         episodic_returns = loop["episodic_returns"]
         torch.set_rng_state(loop["rng"])
-    if next_obs_np is None:  # a new run, or one resumed without its envs: new episodes
-        next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
+    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
+        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
     start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
@@ -321,8 +325,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient (the update recomputes log π and V): inference mode is
-        # torch's no-gradient mode with the least bookkeeping.
+        # Collecting needs no gradient, because the update recomputes log π and V.
+        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
@@ -332,19 +336,19 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 action_np = action.cpu().numpy()
                 actions_np[step], logprobs_np[step], values_np[step] = (
                     action_np, logprob.cpu().numpy(), value.cpu().numpy())
-                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
                 # keeps the sample itself, whose density is log π(a|s) (continuous detail 5).
                 env_action = np.clip(action_np, action_space.low, action_space.high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
                 rewards_np[step] = reward
                 terminations_np[step], truncations_np[step] = terminated, truncated
                 next_obs_np = next_obs_np.astype(np.float32)
-                if truncated.any():  # bootstrap a cut episode with V of its real final observation
+                if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                     final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
-                for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended
+                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)
@@ -362,11 +366,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         # truncated. After a termination it is the reset observation's value, masked in GAE.
         next_values = torch.cat([values[1:], next_value[None]])
         next_values = torch.where(truncations.bool(), final_values, next_values)
-        # Switched off (--no-bootstrap-truncation, an ablation), a truncation counts as a
-        # termination, as in CleanRL: the future of a cut episode is taken to be 0.
+        # --no-bootstrap-truncation, an ablation, counts a truncation as a termination, as CleanRL.
         terminal = (terminations if args.bootstrap_truncation
                     else torch.maximum(terminations, truncations))
-        # The critic regresses on the λ-returns A + V (PPO's reference code), not on λ = 1.
+        # The critic regresses on the λ-returns A + V, as in PPO's reference code, not on λ = 1.
         advantages, returns = compute_gae(rewards, values, next_values, terminal, truncations,
                                           args.gamma, args.gae_lambda)
 
@@ -386,15 +389,14 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 _, new_logprob, entropy, new_value = agent.get_action_and_value(b_obs[mb_inds],
                                                                                 b_actions[mb_inds])
                 mb_advantages = b_advantages[mb_inds]
-                # Normalised per minibatch (core detail 7). For the unclipped term r·Â, the mean
-                # is a baseline (it leaves the expected gradient alone: E_{a~π_old}[∇r] =
-                # ∇ Σ_a π_θ(a|s) = 0). In the clipped loss it does more: shifting Â changes which
-                # samples are clipped, so after the first minibatch it changes the expected
-                # update too. Dividing by the std scales the policy term alone. The actor and the
-                # critic are separate networks, so the value term's gradient itself does not
-                # change; what changes is the policy term's weight against the entropy bonus (both
-                # on the actor) and the total norm the shared clip sees: when it clips, its one
-                # factor rescales the critic's gradient too.
+                # Normalised per minibatch (core detail 7). For the unclipped term r·Â, the mean is
+                # a baseline: E_{a~π_old}[∇r] = ∇ Σ_a π_θ(a|s) = 0, so the expected gradient stays.
+                # In the clipped loss it does more. Shifting Â changes which samples are clipped, so
+                # after the first minibatch it changes the expected update. Dividing by the std
+                # scales the policy term alone. Actor and critic are separate networks, so the
+                # critic's gradient does not change. But the policy term's weight against the
+                # entropy bonus, also on the actor, changes. So does the norm the shared clip sees,
+                # and when it clips, its one factor rescales the critic's gradient too.
                 if args.norm_adv:
                     mb_advantages = ((mb_advantages - mb_advantages.mean())
                                      / (mb_advantages.std() + 1e-8))
@@ -408,8 +410,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 epoch_stats.append(stats)
             update_stats += epoch_stats
             # Early stop: the policy has already moved far from π_old. Spinning Up's PPO checks the
-            # KL after every step against 1.5 × target; CleanRL checks once per epoch, the KL of
-            # the epoch's last minibatch; we check once per epoch too, the mean over the epoch.
+            # KL after every step, against 1.5 × target. CleanRL checks once per epoch, the KL of
+            # the epoch's last minibatch. We check once per epoch too, on the mean over the epoch.
             epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()
             if args.target_kl is not None and epoch_kl > args.target_kl:
                 break
@@ -419,7 +421,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                   for key in update_stats[0]}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
+        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -433,10 +435,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # the tooling: guard rails, checkpoints
+        if hook:  # The tooling: guard rails, checkpoints.
             hook(state(), losses)
     envs.close()
-    writer.flush()  # on disk; left open (the tooling logs its evaluation to it after)
+    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
     return state()
 
 
