@@ -19,6 +19,11 @@ out: the notes never say again what the code column says. The imports are folded
 the tooling: everything from the banner `# --- tooling: ... ---` on is in a <details> that is
 closed until the reader opens it.
 
+The module docstring opens the page, with the algorithm's numbered steps first (its pseudocode) in
+a box, typeset as the notes are. Each name in backquotes there links to the line that does the
+step: the `def` of a function, a banner `# --- rollout ---` of `train`, the line of `train` that
+reads a flag or assigns a name. A name that stands for no line stops the build.
+
 The code of a definition reads on without a gap, as in the file. Each section's notes start level
 with its first line of code, or just below the notes before them where those run longer. A
 definition that opens a section of its own starts level with its notes.
@@ -96,6 +101,14 @@ header, .intro, nav.pages, .index { max-width: 1100px; margin: 0 auto; padding: 
 header h1 { font-size: 26px; margin: 20px 0 4px; }
 nav.pages { display: flex; justify-content: space-between; gap: 16px; padding-top: 10px; padding-bottom: 10px; }
 .intro pre, .notes pre { background: #f4f4f6; padding: 8px 12px; border-radius: 4px; white-space: pre-wrap; }
+/* The algorithm's steps, in a box at the top of a script page: each name links to its line. */
+.pseudocode { border: 1px solid #d6d6de; border-radius: 4px; margin: 12px 0 16px; background: #fbfbfd; }
+.pseudocode > p { margin: 0; padding: 6px 16px; background: #eeeef3; border-bottom: 1px solid #d6d6de; font-weight: 600; }
+.pseudocode ol { margin: 0; padding: 8px 16px 8px 44px; }
+.pseudocode li { margin: 3px 0; padding-left: 4px; }
+.pseudocode a { text-decoration: none; } .pseudocode a:hover code { text-decoration: underline; }
+.pseudocode a code { color: #1a55a8; }
+.notes h3:target { background: #fff3b0; } .notes h3 { scroll-margin-top: 30vh; }
 /* A script page: the code flows on in one column, each section's notes float to its left, at the
    height of its code's first line or, where the notes before them run longer, just below those. A
    definition that opens a section of its own starts below the notes before it: so notes stay
@@ -306,23 +319,106 @@ def notes_html(lines: list[str], name: str | None = None, first: int = 0) -> str
             parts.append(math(m.group(1)) if name is None else derivations.backlink(name, number, m[1], math(m[1])))
         elif m := BANNER.match(text):
             flush()
-            parts.append(f"<h3>{prose(m.group(1))}</h3>")
+            anchor = "" if name is None else f' id="line-{number}"'  # where the pseudocode links a section
+            parts.append(f"<h3{anchor}>{prose(m.group(1))}</h3>")
         else:
             paragraph.append(text[1:].strip())
     flush()
     return "\n".join(parts)
 
 
-def docstring_html(doc: str) -> str:
-    """The module docstring: indented lines are commands (pre), the rest prose paragraphs."""
-    blocks = []
+def docstring_html(doc: str, source: str | None = None) -> tuple[str, set[int]]:
+    """The module docstring: indented lines are commands (pre), the rest prose paragraphs; given
+    the script's `source`, its pseudocode typeset as a list whose names link to their lines. Also
+    the lines that those links land on."""
+    blocks, targets = [], set()
     for block in doc.strip().split("\n\n"):
         lines = block.split("\n")
-        if all(line.startswith("    ") for line in lines):
+        if source is not None and is_pseudocode(lines):
+            box, landed = pseudocode_html(lines, source)
+            blocks.append(box)
+            targets |= landed
+        elif all(line.startswith("    ") for line in lines):
             blocks.append(f"<pre>{html.escape(chr(10).join(line[4:] for line in lines))}</pre>")
         else:
             blocks.append(f"<p>{prose(' '.join(line.strip() for line in lines))}</p>")
-    return "\n".join(blocks)
+    return "\n".join(blocks), targets
+
+
+# The algorithm as numbered steps, which opens each script's module docstring (indented, so that
+# help() keeps its lines): a heading line that ends with ":", then "1. ...", "2. ...", a step
+# going on over lines indented further. Each name in backquotes says where the step is done.
+STEP = re.compile(r"    (\d+)\. (.*)$")
+
+
+def is_pseudocode(lines: list[str]) -> bool:
+    return len(lines) > 1 and lines[0].startswith("    ") and lines[0].endswith(":") and bool(STEP.match(lines[1]))
+
+
+def pseudocode_html(lines: list[str], source: str) -> tuple[str, set[int]]:
+    """A script's pseudocode as a box: its heading, then its steps as a numbered list, with the
+    formulas typeset as in the prose and each name in backquotes linked to the line that does it
+    (`code_target`). Also the lines that the links land on."""
+    steps = []  # the text of each step
+    for line in lines[1:]:
+        if m := STEP.match(line):
+            if int(m[1]) != len(steps) + 1:
+                raise ValueError(f"pseudocode: step {m[1]} comes after step {len(steps)}")
+            steps.append(m[2].strip())
+        elif line.startswith("     ") and steps:
+            steps[-1] += " " + line.strip()
+        else:
+            raise ValueError(f"pseudocode: {line.strip()!r} is neither a numbered step nor a step's next line")
+    targets = set()
+
+    def linked(text: str, where: str) -> str:
+        out = []
+        for part in re.split(r"(`[^`]+`)", text):
+            if len(part) > 1 and part.startswith("`") and part.endswith("`"):
+                number = code_target(source, part[1:-1], where)
+                targets.add(number)
+                out.append(f'<a href="#line-{number}"><code>{html.escape(part[1:-1])}</code></a>')
+            else:
+                out.append(prose(part))
+        return "".join(out)
+
+    items = "".join(f"<li>{linked(text, f'step {k}')}</li>" for k, text in enumerate(steps, 1))
+    return (f'<div class="pseudocode"><p>{linked(lines[0].strip(), "its heading")}</p><ol>{items}</ol></div>',
+            targets)
+
+
+def code_target(source: str, name: str, where: str = "") -> int:
+    """The line that a name in backquotes in a script's pseudocode stands for: a banner
+    `--- rollout ---`, the line `# --- rollout: ... ---` inside `train`; a function or class
+    `compute_gae`, or a method `Agent.unroll`, its `def` or `class` line; a flag `--target-kl`,
+    the first line of `train` that reads args.target_kl; any other name, the first line of `train`
+    that assigns it. A name that stands for no line is an error: a link must not die when a
+    function is renamed."""
+    tree, lines = ast.parse(source), source.split("\n")
+    train = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "train")
+    found = []
+    if m := re.fullmatch(r"--- (.+) ---", name):  # a banner of train: its name, or the words before its colon
+        found = [n for n in range(train.lineno, train.end_lineno + 1) if (banner := BANNER.match(lines[n - 1].strip()))
+                 and (banner[1] == m[1] or banner[1].startswith(m[1] + ":"))]
+    elif name.startswith("--"):
+        field = name[2:].replace("-", "_")
+        found = sorted(node.lineno for node in ast.walk(train) if isinstance(node, ast.Attribute)
+                       and node.attr == field and isinstance(node.value, ast.Name) and node.value.id == "args")
+    elif re.fullmatch(r"\w+(\.\w+)?", name):
+        nodes, definition = tree.body, None
+        for part in name.split("."):
+            definition = next((n for n in nodes if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == part),
+                              None)
+            nodes = definition.body if definition else []
+        if definition:
+            found = [definition.lineno]
+        elif "." not in name:
+            found = sorted(node.lineno for node in ast.walk(train) if isinstance(node, ast.Name)
+                           and node.id == name and isinstance(node.ctx, ast.Store))
+    if not found:
+        raise ValueError(f"pseudocode, {where}: `{name}` stands for no line of the script (no definition, no "
+                         f"banner of train, no flag that train reads, no name that train assigns)")
+    return found[0]
 
 
 def docstring_equation(line: str) -> str:
@@ -422,14 +518,20 @@ def split_sections(source: str, lines: list[str], first: int) -> list[tuple[list
     return sections
 
 
-def render(name: str) -> str:
-    source = (ROOT / f"{name}.py").read_text()
+def render(name: str, source: str | None = None) -> str:
+    """A script's page; from `source` in place of the file's text, where one is given."""
+    source = (ROOT / f"{name}.py").read_text() if source is None else source
     lines = source.split("\n")
     if lines[-1] == "":
         lines.pop()
-    # The module docstring opens the page as its introduction.
+    # The module docstring opens the page as its introduction, the algorithm's steps first.
     doc_end = next(i for i, line in enumerate(lines[1:], 1) if line.strip().endswith('"""'))
-    intro = docstring_html("\n".join(lines[: doc_end + 1]).strip('"'))
+    try:
+        intro, targets = docstring_html("\n".join(lines[: doc_end + 1]).strip('"'), source)
+    except ValueError as error:
+        raise ValueError(f"{name}.py: {error}") from error
+    if not targets:
+        raise ValueError(f"{name}.py: its docstring does not open with the algorithm's numbered steps")
     highlighted = highlight(source, PythonLexer(), HtmlFormatter(nowrap=True)).split("\n")
     tree = ast.parse(source)
     definitions = {node.lineno: node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
@@ -482,6 +584,9 @@ def render(name: str) -> str:
                     f'<div class="notes">{cell}</div>'
                     f'<div class="code">{code_html}</div></div>')
     body.append('<div class="end"></div></details>')  # (the notes of the last section end inside the fold)
+    shown = set(map(int, re.findall(r'id="line-(\d+)"', "".join(body))))
+    if targets - shown:  # a line left out of the page: a docstring's, or a flag's meaning
+        raise ValueError(f"{name}.py: the pseudocode links lines {sorted(targets - shown)}, which the page does not show")
     return page(f"{name}.py", f"<header><h1>{name}.py</h1><p><a href=\"index.html\">pgref</a> · "
                 f"{html.escape(SCRIPTS[name])}</p></header>\n{page_nav(name)}\n<div class=\"intro\">{intro}</div>\n"
                 '<div class="sections">' + "\n".join(body) + "</div>\n" + page_nav(name))
@@ -883,7 +988,8 @@ if __name__ == "__main__":
                         help="also save here screenshot-{1366,1920}.png of ppo_continuous.html's GAE, "
                              "screenshot-tooling-{1366,1920}.png of reinforce.html's end with its tooling "
                              "folded, screenshot-step-{1366,1920}.png of reinforce-to-vpg.html's second step "
-                             "and screenshot-derivations-{1366,1920}.png of derivations.html's GAE returns")
+                             "screenshot-derivations-{1366,1920}.png of derivations.html's GAE returns "
+                             "and screenshot-pseudocode-{1366,1920}.png of vpg.html's pseudocode")
     args = parser.parse_args()
     for path in build(args.out):
         print(f"wrote {path}")
@@ -905,4 +1011,7 @@ if __name__ == "__main__":
             print(f"wrote {path}")
             path = args.screenshots / f"screenshot-derivations-{width}.png"  # GAE's ends and returns
             screenshot(args.out / "derivations.html", "#eq-gae-ends", path, width)
+            print(f"wrote {path}")
+            path = args.screenshots / f"screenshot-pseudocode-{width}.png"  # the algorithm's steps, linked
+            screenshot(args.out / "vpg.html", ".intro", path, width)
             print(f"wrote {path}")

@@ -1,6 +1,7 @@
 """docs/: the committed pages are what docs/build.py makes from the scripts today, every formula
 converts, and in a real browser (Debian's headless Chromium) every formula is typeset."""
 
+import ast
 import html
 import itertools
 import re
@@ -97,6 +98,57 @@ def test_script_pages_list_every_flag_after_its_heading():
         assert flags == ["--" + f.replace("_", "-") for f in module.RunArgs.__dataclass_fields__], name
         # each group's heading (the algorithm, then the run) comes before its table
         assert page.index("the algorithm</h3>") < page.index("<td><code>--env-id") < page.index("the run")
+
+
+def pseudocode_box(page: str) -> str:
+    return page.split('<div class="pseudocode">', 1)[1].split("</div>", 1)[0]
+
+
+@pytest.mark.parametrize("name", list(build.SCRIPTS))
+def test_the_pseudocode_opens_the_page_and_each_step_links_its_code(name):
+    """The module docstring's numbered steps are the intro's first list, typeset; every step links
+    at least one line, and every link lands on an anchor of the page whose line holds what the link
+    names: a `def`/`class`, a banner of `train`, a flag that `train` reads, or a name it assigns."""
+    page = (ROOT / "docs" / f"{name}.html").read_text()
+    lines = (ROOT / f"{name}.py").read_text().split("\n")
+    tree = ast.parse("\n".join(lines))
+    intro = page.split('<div class="intro">', 1)[1].split('<div class="sections">', 1)[0]
+    assert intro.index('<div class="pseudocode">') < intro.index("<pre>")  # the shape before the commands
+    box = pseudocode_box(page)
+    assert box.count("<ol>") == 1 and box.endswith("</ol>")
+    steps = re.findall(r"<li>(.*?)</li>", box)
+    written = re.findall(r"^    (\d+)\. ", "\n".join(lines[:40]), flags=re.M)
+    assert len(steps) == len(written) >= 5 and "<pre>" not in box
+    assert "<math" in box and "_θ" not in text(box)  # π_θ and its kin typeset, as in the notes
+    ids = set(re.findall(r'id="(line-\d+)"', page))
+    for k, step in enumerate(steps, 1):
+        links = re.findall(r'<a href="#(line-(\d+))"><code>(.*?)</code></a>', step)
+        assert links, f"{name}.html: step {k} links no code"
+        for anchor, number, shown in links:
+            named, line = html.unescape(shown), lines[int(number) - 1]
+            assert anchor in ids, f"{name}.html, step {k}: #{anchor} is no anchor of the page"
+            if m := re.fullmatch(r"--- (.+) ---", named):
+                expected = rf"# --- {re.escape(m[1])}(:| ---)"
+            elif named.startswith("--"):
+                expected = rf"args\.{named[2:].replace('-', '_')}\b"
+            elif named[0].isupper() or "." in named or f"def {named}(" in "\n".join(lines):
+                expected = rf"^\s*(def|class) {re.escape(named.rsplit('.', 1)[-1])}\b"
+            else:  # a name that train assigns, on that line (of a statement that may run on over more)
+                assert any(isinstance(node, ast.Name) and node.id == named and isinstance(node.ctx, ast.Store)
+                           and node.lineno == int(number) for node in ast.walk(tree)), (name, k, named, line)
+                continue
+            assert re.search(expected, line), f"{name}.html, step {k}: `{named}` links line {number}: {line!r}"
+
+
+@pytest.mark.parametrize("wrong", ["(`compute_gae`)", "(`--- rollout ---`)", "(`vpg_loss`)"])
+def test_a_pseudocode_name_that_stands_for_no_line_stops_the_build(wrong):
+    """A renamed function, banner or flag cannot leave a dead link: the build stops and names it."""
+    source = (ROOT / "vpg.py").read_text()
+    made_up = wrong.replace("compute_gae", "compute_gea").replace("rollout", "rollouts").replace("vpg_loss", "--vpg-loss")
+    assert wrong in source.split('"""', 2)[1]
+    with pytest.raises(ValueError, match=re.escape(made_up[1:-1])):
+        build.render("vpg", source.replace(wrong, made_up, 1))
+    build.render("vpg", source)  # the file itself builds
 
 
 def test_step_pages_leave_out_rewraps_and_typeset_equations():
