@@ -1,11 +1,11 @@
-"""REINFORCE with a learned baseline: sub-step 1 of 4 from reinforce.py to vpg.py.
+"""REINFORCE with a learned baseline: sub-step 1 of 5 from reinforce.py to vpg.py.
 
-The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into four
-sub-steps: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself. Each brings one
-idea, except vpg_2_rollout.py, which brings two: the cut batch and the truncation bootstrap. Each
-file is the training algorithm only: the part of reinforce.py and vpg.py above their tooling. It
-has no input checks, evaluation or checkpoints, and comments that name the tooling speak of the
-scripts. It runs with `python steps/vpg_1_baseline.py`.
+The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into five
+sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_2b_truncation.py,
+vpg_3_gae.py, and vpg.py itself. Each file is the training algorithm only: the part of
+reinforce.py and vpg.py above their tooling. It has no input checks, evaluation or checkpoints.
+Its comments that name the tooling speak of the scripts. It runs with
+`python steps/vpg_1_baseline.py`.
 
 What changes from reinforce.py, one idea: a learned baseline. REINFORCE weights each
 log-probability by the return G_t, whose variance grows with the episode. Here the weight is
@@ -18,11 +18,15 @@ depends on the state alone leaves the expected gradient unchanged, because for e
 V(s_t) ≈ E[G_t | s_t] takes out of each weight the part of the return the state alone predicts,
 which usually lowers the variance a lot (the baseline of least variance weights the returns by
 |∇ log π|², so V is not quite it, but it is the usual choice). V comes from the critic as it was
-before this batch, so it does not depend on the batch's actions. The rest stays reinforce.py's:
-batches of complete episodes, a time-limit cut taken as the episode's end, and no normalisation
-by default (`--norm-adv` normalises Â_t as `--norm-returns` did G_t). The baseline is thus the
-only change. On CartPole-v1 its effect is small: at the tests' budget (150k steps, seed 1)
-reinforce.py reaches 379 and this file 384.
+before this batch, so it does not depend on the batch's actions. Two names change, because what
+they hold changes. The loss's weights are now Â_t, not G_t, so `reinforce_loss` takes
+`advantages`, and `--norm-returns` becomes `--norm-adv`. The loss keeps its name. Williams's
+REINFORCE already allows a baseline, and Sutton & Barto (2018, §13.4) call this REINFORCE with
+baseline. The rest stays reinforce.py's: batches of complete episodes, a time-limit cut taken as
+the episode's end, and no normalisation by default. The baseline is thus the only change. On
+CartPole-v1 its effect is small: at the tests' budget (150k steps, seed 1) reinforce.py reaches
+379 and this file 384.
+
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """
@@ -196,19 +200,27 @@ def compute_returns(rewards, dones, gamma: float):
     return returns
 
 
-def vpg_loss(logprob, advantages):
-    """The policy-gradient surrogate on a batch of B steps, as a loss to minimise. Inputs have
-    shape (B,).
+def reinforce_loss(logprob, advantages):
+    """The REINFORCE surrogate on a batch, as a loss to minimise. Inputs have shape (B,).
 
-    Its gradient is minus the policy-gradient estimate with Ψ_t = Â_t (Schulman et al. 2016,
-    eq. 1), averaged over the B steps of the batch. reinforce.py's loss is a mean over steps
-    too. Against its ĝ, a mean over episodes, that is a factor |D|/B, one over the mean episode
-    length, and it drifts as episodes lengthen. A batch here holds complete episodes, as there,
-    so the factor drifts the same way. Its value is no measure of how well the policy performs:
+    Its gradient is minus the policy-gradient estimate, rescaled (Williams 1992). Descending it
+    raises the log-probability of each action in proportion to its advantage Â_t: the return
+    that followed, less the baseline. Its value is no measure of how well the policy performs:
     judge a run by its returns.
     """
-    # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t
-    # math: -\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,\hat A_t
+    # The estimate ĝ of ∇J from the batch's episodes τ ∈ D (Williams 1992, rewards-to-go form,
+    # less the baseline):
+    # math: \hat g = \frac{1}{|D|} \sum_\tau \sum_t \nabla_\theta \log \pi_\theta(a_t|s_t) \hat A_t
+    # Sutton & Barto (§13.3) also weight step t by γ^t, which makes ĝ the gradient of the
+    # discounted return from the first state. Like most implementations, Spinning Up's too, this
+    # file leaves γ^t out, so a late step counts as much as an early one.
+    # The loss averages over the B steps instead of the |D| episodes. That rescales each batch's
+    # gradient by |D|/B, one over the batch's mean episode length. Its direction stays, but the
+    # scale is no constant. On CartPole, as episodes grow from about 20 steps to 500, it falls
+    # about 25×. Adam's step is blind only to a constant scale of the gradient, so this acts as
+    # a hidden decay of the step size.
+    # math: L(\theta) = -\frac{1}{B}\sum_t \log \pi_\theta(a_t|s_t)\, \hat A_t
+    # math: -\nabla_\theta L = \frac{|D|}{B}\, \hat g
     return -(logprob * advantages).mean()
 
 
@@ -270,7 +282,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         # begun by an older policy. Once the batch is full, no env starts a new episode for it.
         # But every episode already begun is played to its end, because keeping only those that
         # finish first would favour short episodes. A time-limit truncation, such as CartPole's
-        # 500 steps, is taken as the episode's end. Until vpg_2_rollout.py, nothing bootstraps
+        # 500 steps, is taken as the episode's end. Until vpg_2b_truncation.py, nothing bootstraps
         # the missing rewards with V. So G_t near the limit lacks the rewards that would have
         # followed (Pardo et al. 2018).
         # The first reset seeds env i with seed + i. Later resets continue those random streams.
@@ -335,7 +347,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
 
         # --- update: one policy-gradient step on θ, then vf_iters critic steps on φ ---
         _, logprob, entropy = agent.get_action(b_obs, b_actions)
-        pg_loss = vpg_loss(logprob, b_advantages)
+        pg_loss = reinforce_loss(logprob, b_advantages)
         pi_optimizer.zero_grad()
         pg_loss.backward()
         pi_optimizer.step()

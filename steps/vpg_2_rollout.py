@@ -1,33 +1,37 @@
-"""VPG with T-step batches: sub-step 2 of 4 from reinforce.py to vpg.py.
+"""VPG with T-step batches: sub-step 2 of 5 from reinforce.py to vpg.py.
 
-The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into four
-sub-steps: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself. Each brings one
-idea, except vpg_2_rollout.py, which brings two: the cut batch and the truncation bootstrap. Each
-file is the training algorithm only: the part of reinforce.py and vpg.py above their tooling. It
-has no input checks, evaluation or checkpoints, and comments that name the tooling speak of the
-scripts. It runs with `python steps/vpg_2_rollout.py`.
+The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into five
+sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_2b_truncation.py,
+vpg_3_gae.py, and vpg.py itself. Each file is the training algorithm only: the part of
+reinforce.py and vpg.py above their tooling. It has no input checks, evaluation or checkpoints.
+Its comments that name the tooling speak of the scripts. It runs with
+`python steps/vpg_2_rollout.py`.
 
-What changes from vpg_1_baseline.py: two ideas, a batch of T steps per env cut mid-episode, and
-the bootstrap of time-limit truncations. With a critic, V can stand in for the rewards a batch
-does not hold. So a batch need not end with its episodes. Each of the N envs takes T =
-`num_steps` steps, stored in (T, N) arrays, and an episode the batch cuts goes on in the next
-batch. The batch also shrinks from vpg_1_baseline.py's 5,000 steps to Spinning Up's N·T = 4,000.
-Where an episode is cut, its return is bootstrapped with V of the observation that follows.
-With k the number of steps from t to the cut,
+What changes from vpg_1_baseline.py, one idea: a batch of T steps per env, cut mid-episode and
+bootstrapped at its end. With a critic, V can stand in for the rewards a batch does not hold. So
+a batch need not end with its episodes. Each of the N envs takes T = `num_steps` steps, stored in
+(T, N) arrays. An episode that the batch's end cuts goes on in the next batch. Its return is
+bootstrapped with V of the observation after the batch's last step. With k the number of steps
+from t to the batch's end, for an episode still running there,
 
-    R̂_t = Σ_{l<k} γ^l r_{t+l} + γ^k V(s_{t+k}),
+    R̂_t = Σ_{l<k} γ^l r_{t+l} + γ^k V(s_{t+k}).
 
-with no V term where the episode terminates within the batch. The policy's weights are R̂_t −
-V(s_t), and the critic regresses on R̂_t. Two kinds of cut are bootstrapped this way, and they
-are two ideas:
-- The batch's end. Every step taken now enters a batch. vpg_1_baseline.py drops those taken
-  while its batch's last episodes run to their end. The loss is a mean over a fixed B = N·T
-  steps, where vpg_1_baseline.py's B overshoots batch_size by the episodes still running.
-- A time limit (truncation). It is no longer taken for the episode's end (Pardo et al. 2018):
-  its last step is bootstrapped with V of the real final observation. Batches of whole episodes,
-  as in vpg_1_baseline.py, could have this bootstrap too.
-The price: where V is inexact, the bootstrapped R̂_t is biased, by γ^k times V's error at the
-cut.
+An episode that ends within the batch has no V term, and a time-limit truncation still counts
+as an end here. The policy's weights are R̂_t − V(s_t), and the critic regresses on R̂_t. Every
+step taken now enters a batch. vpg_1_baseline.py drops those taken while its batch's last
+episodes run to their end. The loss is a mean over a fixed B = N·T steps, where
+vpg_1_baseline.py's B overshoots batch_size by the episodes still running. The price: where V is
+inexact, the bootstrapped R̂_t is biased, by γ^k times V's error at the cut. Two more changes
+follow from the idea, and are made here, where they happen:
+- The batch's size. `--batch-size`, the fewest steps a batch of whole episodes may hold, gives
+  way to `--num-steps` T. T = 1,000 gives N·T = 4,000 steps, Spinning Up's batch, in place of
+  5,000. A T of 1,250 would keep 5,000 steps. But vpg.py has Spinning Up's 4,000, so a later step
+  would then change the batch with no idea of its own.
+- The loss's name. Sutton & Barto (2018, §13.5) do not call REINFORCE with baseline an
+  actor-critic method, because its V serves only as a baseline and never bootstraps. Here V
+  bootstraps the returns. So `reinforce_loss` takes the name of VPG's loss, `vpg_loss`, with the
+  same body. Its docstring says why the mean over B steps is now a fixed factor.
+
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """
@@ -90,9 +94,7 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
     # The step that ends an episode already returns the first observation of the next one.
-    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
-    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
-    # mode would spend one action per episode on a reset.
+    # So no action is spent on a reset, and every step in the batch is a real transition.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -184,29 +186,23 @@ class Agent(nn.Module):
         return action, logprob, entropy
 
 
-def compute_returns(rewards, next_values, terminations, truncations, gamma: float):
-    """Discounted rewards-to-go of every step of a rollout, bootstrapped where it cuts an episode.
+def compute_returns(rewards, dones, last_value, gamma: float):
+    """Discounted rewards-to-go of every step of a rollout, bootstrapped at the rollout's end.
 
-    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
-    observation that really followed step t. On a time-limit truncation, that is the episode's
-    final observation, not the reset observation the vector env returned.
+    rewards and dones have shape (T, N), time-major. dones[t] = 1 at the last step of each
+    episode, a time-limit truncation included. last_value = V(s_T), shape (N,), is the value of
+    the observation after the rollout's last step. The sum stops at the episode's end and never
+    crosses into the next:
 
-        R̂_t = r_t + γ (1 − terminated_t) V(s_{t+1})    if truncated_t, or t = T − 1
-        R̂_t = r_t + γ (1 − terminated_t) R̂_{t+1}       otherwise
-
-    A terminated step has no future, so it does not bootstrap. A truncated step was cut by a time
-    limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
-    2018). Either way the sum stops: R̂_{t+1} belongs to the next episode. A rollout that ends
-    mid-episode bootstraps from V(s_T) at its last step.
+        R̂_t = r_t + γ (1 − done_t) R̂_{t+1},   with R̂_T = V(s_T)
 
     Only rewards from t on appear. An action cannot change the rewards that came before it, so
     dropping them leaves the gradient's expectation unchanged and usually lowers its variance.
     """
     returns = torch.zeros_like(rewards)
-    next_return = next_values[-1]  # (N,): the batch's end cuts the last step, so V bootstraps it
+    next_return = last_value  # R̂_T = V(s_T), shape (N,): the batch's end cuts the last step
     for t in reversed(range(rewards.shape[0])):
-        future = torch.where(truncations[t].bool(), next_values[t], next_return)  # V at a cut
-        next_return = rewards[t] + gamma * (1.0 - terminations[t]) * future
+        next_return = rewards[t] + gamma * (1.0 - dones[t]) * next_return
         returns[t] = next_return
     return returns
 
@@ -267,9 +263,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, *action_space.shape),
                           dtype=np.float32 if agent.continuous else np.int64)
-    # final_values: V(final obs) at the steps where an episode was truncated
-    values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
-        np.zeros(shape, dtype=np.float32) for _ in range(5))
+    values_np, rewards_np, dones_np = (np.zeros(shape, dtype=np.float32) for _ in range(3))
 
     writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
@@ -316,13 +310,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                     env_action = np.clip(action_np, action_space.low, action_space.high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
                 rewards_np[step] = reward
-                terminations_np[step], truncations_np[step] = terminated, truncated
+                dones_np[step] = terminated | truncated  # A time limit ends the episode here.
                 next_obs_np = next_obs_np.astype(np.float32)
-                if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
-                    idx = np.flatnonzero(truncated)
-                    final_obs_np = np.stack(infos["final_obs"][idx])
-                    final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
-                    final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
                 for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
@@ -330,18 +319,13 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                     episodic_returns.append((global_step, float(episode_return)))
 
         # --- bootstrap and advantages ---
-        obs, actions, values, final_values, rewards, terminations, truncations = (
+        obs, actions, values, rewards, dones = (
             torch.tensor(x, device=device)  # (T, N, ...): copies, the arrays are refilled next
-            for x in (obs_np, actions_np, values_np, final_values_np, rewards_np, terminations_np,
-                      truncations_np))  # rollout
+            for x in (obs_np, actions_np, values_np, rewards_np, dones_np))  # rollout
         with torch.no_grad():
             next_obs = torch.from_numpy(next_obs_np).to(device)
             next_value = agent.get_value(next_obs)  # V(s_T), (N,): for paths cut by the batch end
-        # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
-        # truncated. After a termination it is the reset observation's value, masked below.
-        next_values = torch.cat([values[1:], next_value[None]])
-        next_values = torch.where(truncations.bool(), final_values, next_values)
-        returns = compute_returns(rewards, next_values, terminations, truncations, args.gamma)
+        returns = compute_returns(rewards, dones, next_value, args.gamma)
         # The critic's V(s_t) is the baseline. Its targets R̂_t are these same returns.
         advantages = returns - values  # Â_t, (T, N)
 

@@ -1,13 +1,13 @@
-"""VPG with GAE-λ advantages: sub-step 3 of 4 from reinforce.py to vpg.py.
+"""VPG with GAE-λ advantages: sub-step 4 of 5 from reinforce.py to vpg.py.
 
-The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into four
-sub-steps: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself. Each brings one
-idea, except vpg_2_rollout.py, which brings two: the cut batch and the truncation bootstrap. Each
-file is the training algorithm only: the part of reinforce.py and vpg.py above their tooling. It
-has no input checks, evaluation or checkpoints, and comments that name the tooling speak of the
-scripts. It runs with `python steps/vpg_3_gae.py`.
+The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into five
+sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_2b_truncation.py,
+vpg_3_gae.py, and vpg.py itself. Each file is the training algorithm only: the part of
+reinforce.py and vpg.py above their tooling. It has no input checks, evaluation or checkpoints.
+Its comments that name the tooling speak of the scripts. It runs with
+`python steps/vpg_3_gae.py`.
 
-What changes from vpg_2_rollout.py, one idea: GAE-λ advantages. R̂_t − V(s_t) sums every
+What changes from vpg_2b_truncation.py, one idea: GAE-λ advantages. R̂_t − V(s_t) sums every
 reward up to the cut, so its variance tends to grow with the steps to it. Generalised advantage
 estimation (Schulman et al. 2016) writes it as a sum of TD errors and discounts them by a
 further λ:
@@ -15,9 +15,9 @@ further λ:
     Â_t = Σ_{l<k} (γλ)^l δ_{t+l},    δ_t = r_t + γ V(s_{t+1}) − V(s_t),
 
 summed up to the episode's end or the batch's cut, k steps on (with no V(s_{t+1}) term after a
-termination). λ = 1 gives back R̂_t − V(s_t), λ = 0 the one-step δ_t; `gae_lambda` = 0.97
-lowers the variance, at the price of a bias wherever V is inexact, since a smaller λ leans
-more on V. The critic's targets stay the λ = 1 returns R̂_t.
+termination). λ = 1 gives back R̂_t − V(s_t), and λ = 0 the one-step δ_t. `gae_lambda` = 0.97
+lowers the variance. The price is a bias wherever V is inexact, since a smaller λ leans more
+on V. The critic's targets stay the λ = 1 returns R̂_t.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """
