@@ -78,10 +78,11 @@ ORDER = [name for name in SCRIPTS if name not in BRANCHES]  # the linear reading
 # The sub-steps of a step of the reading order: files in steps/, each the algorithm part of a
 # script (what is above its tooling banner) changed from the file before it by what its docstring
 # names, in a paragraph "What changes from <file before>.py, one idea: <the idea>."
-SUBSTEPS = {("reinforce", "vpg"): ["vpg_1_baseline", "vpg_2_rollout", "vpg_3_gae"],
+SUBSTEPS = {("reinforce", "vpg"): ["vpg_1_baseline", "vpg_2_rollout", "vpg_2b_truncation", "vpg_3_gae"],
             ("trpo", "ppo_discrete"): ["ppo_1_clip"],
             ("vpg", "ppo_discrete"): ["ppo_1_clip"],
-            ("ppo_discrete", "ppo_continuous"): ["ppo_continuous_1_gaussian", "ppo_continuous_2_norm"]}
+            ("ppo_discrete", "ppo_continuous"): ["ppo_continuous_1_gaussian", "ppo_continuous_1b_reward_scaling",
+                                                 "ppo_continuous_2_norm"]}
 # (from, to): the step pages; then one for a reader who skips TRPO, and one for each branch
 STEPS = list(itertools.pairwise(ORDER)) + [("vpg", "ppo_discrete")] + [(old, new) for new, old in BRANCHES.items()]
 # The definitions that make up the algorithm; a step page shows their differences first.
@@ -921,10 +922,8 @@ the clipped surrogate, then the pieces. Beside each equation that a script compu
 compute it. Each section of a script page that computes an equation links back to it.</p>
 <p>Read the scripts in this order. Between two, a step page shows what changes from one to the next. Where
 that is more than one idea, it goes in steps through files in <code>steps/</code>. Each is the algorithm alone,
-and each runs and learns. Most steps bring one idea. Four do not, and their pages say so. Two bring the
-details of a list: PPO's reference code, and CleanRL's MuJoCo defaults. Two bring two ideas each:
-<code>steps/vpg_2_rollout.py</code> cuts the batch at T steps and bootstraps time-limit truncations, and
-<code>steps/ppo_continuous_2_norm.py</code> normalises observations and scales rewards.</p>
+and each runs and learns. Each step brings one idea, but for two, and their pages say so. Those two bring
+the details of a list: PPO's reference code, and CleanRL's MuJoCo defaults.</p>
 <ul>
 {nl.join(items)}
 </ul>

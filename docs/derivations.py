@@ -283,8 +283,9 @@ SECTIONS = [
            + each(CRITIC, "train", "next_values = torch.where(truncations.bool(), final_values, next_values)")),
         "Here $V(s_{t+1})$ is the next stored value, and $V(s_T)$ at the rollout's end. Where step t was "
         "truncated it is V of the final observation. The PPO scripts' `--no-bootstrap-truncation`, an "
-        "ablation, counts a truncation as a termination, as CleanRL does. The course brings the cut batch and "
-        "both bootstraps in the step to {step:vpg_2_rollout}.",
+        "ablation, counts a truncation as a termination, as CleanRL does. The course brings the cut batch, "
+        "bootstrapped at its end, in the step to {step:vpg_2_rollout}. It brings the bootstrap of truncations "
+        "in the step to {step:vpg_2b_truncation}.",
     ]),
     Section("surrogate", "The importance-sampled surrogate", [
         "vpg.py takes one gradient step per batch and then discards the batch. After the step the data no "
@@ -570,7 +571,9 @@ SECTIONS = [
                            r" &= \sum_a \pi_{old}(a|s)\big(\log\pi_{old}(a|s) - \log\pi_\theta(a|s)\big) \end{array}",
            [Code("trpo", "mean_kl", "kl = (logstd - old_logstd - 0.5"),
             Code("trpo", "mean_kl", "kl = old_log_pi.exp() * (old_log_pi - log_pi)")]),
-        "The other scripts estimate how far an update moved the policy from the batch's own samples "
+        "trpo.py logs the mean KL that an update reached, by this closed form, under its own name, `kl`. It "
+        "logs the same number as `approx_kl` too, so that its logs compare with the other scripts'. Those "
+        "estimate how far an update moved the policy from the batch's own samples "
         "$a \\sim \\pi_{old}$, with $r = \\pi_\\theta/\\pi_{old}$ (J. Schulman, \"Approximating KL divergence\", "
         "2020). They use it for the logs, and for PPO's optional early stop, `--target-kl`. $k_1$ is unbiased "
         "by definition of the KL, but can be negative. Adding $r - 1$ keeps the estimate unbiased, since "
@@ -595,12 +598,13 @@ SECTIONS = [
                 "m2 = (self.var * self.count + batch_var * batch_count")),
         "Each observation feature is brought to mean 0 and standard deviation 1 under those statistics, and "
         "clipped to ±c (c = 10). ppo_recurrent.py normalises its observations the same way, and not its "
-        "rewards. The course brings both normalisations in the step to {step:ppo_continuous_2_norm}.",
+        "rewards. The course brings the observations' normalisation in the step to {step:ppo_continuous_2_norm}.",
         Eq("eq-normalise-observation", r"\tilde s = \mathrm{clip}\big((s - \mu_s) / \sqrt{\sigma_s^2 + 10^{-8}},\ -c,\ c\big)",
            each(["ppo_continuous", "ppo_recurrent"], "Agent.normalize_obs", "normalized = (obs - self.obs_rms.mean) / np.sqrt(")),
         "Rewards are divided by the standard deviation of $R_t$, a running discounted sum of each env's past "
         "rewards, restarted at each episode. They are not divided by the standard deviation of the rewards "
-        "themselves. The mean is not subtracted, so each reward keeps its sign.",
+        "themselves. The mean is not subtracted, so each reward keeps its sign. The course brings the reward "
+        "scaling in the step to {step:ppo_continuous_1b_reward_scaling}.",
         Eq("eq-reward-scaling", r"R_t = \gamma R_{t-1} + r_t, \qquad \tilde r_t = \mathrm{clip}\big(r_t"
                                 r" / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)",
            [Code("ppo_continuous", "RewardScaler.scale", "self.discounted_return = self.gamma * self.discounted_return + reward"),

@@ -28,8 +28,10 @@ and the warning of a rejected step). PPO gets a similar caution from first-order
 clipped surrogate, with the KL as a stop rather than a constraint. The policy has an Adam again
 (`--learning-rate` 3e-4, up to `--update-epochs` 80 steps, `--clip-coef` and `--target-kl` in place
 of `--max-kl` and `--cg-damping`), the rollout stores log π_θ_old(a|s), and the logs show the
-surrogate's loss and the k3 KL in place of the line search's statistics. The critic, the rollout
-and the advantages are otherwise TRPO's, which are vpg.py's.
+surrogate's loss and the k3 KL in place of the line search's statistics. trpo.py logged its
+exact KL as `kl`, and as `approx_kl` too. Here `kl` goes, and `approx_kl` holds the k3 estimate
+again, as in vpg.py. The critic, the rollout and the advantages are otherwise TRPO's, which are
+vpg.py's.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """

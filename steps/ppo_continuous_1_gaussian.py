@@ -4,21 +4,26 @@
     tensorboard --logdir runs
 
 A file of the course's steps (docs/ppo_discrete-to-ppo_continuous.html): ppo_discrete.py's
-algorithm for `Box` actions. steps/ppo_continuous_2_norm.py then normalises observations and
-rewards, and ppo_continuous.py takes CleanRL's defaults for MuJoCo. Comments that name the tooling
-(evaluation, input checks, checkpoints) speak of the scripts, whose tooling this file leaves out.
-With ppo_discrete.py's defaults it barely learns Pendulum-v1; with the flags rl-baselines3-zoo
-gives PPO there (as tests/test_steps.py runs it), it does:
+algorithm for `Box` actions. steps/ppo_continuous_1b_reward_scaling.py then scales rewards,
+steps/ppo_continuous_2_norm.py normalises observations, and ppo_continuous.py takes CleanRL's
+defaults for MuJoCo. Comments that name the tooling (evaluation, input checks, checkpoints) speak
+of the scripts, whose tooling this file leaves out. With ppo_discrete.py's defaults it barely
+learns Pendulum-v1. With the flags rl-baselines3-zoo gives PPO there, as tests/test_steps.py runs
+it, it does:
 
     python steps/ppo_continuous_1_gaussian.py --gamma 0.9 --learning-rate 1e-3 --num-steps 1024 \
         --update-epochs 10 --num-minibatches 64 --ent-coef 0 --total-timesteps 300000
 
 What changes from ppo_discrete.py, one idea: a Gaussian policy for Box actions. The actor's output
 is the mean μ_θ(s) of a diagonal Gaussian, and log σ is a learned vector, the same in every state
-(`Agent`): log π(a|s) sums one normal log-density per action dimension. log σ starts at 0 (σ = 1)
-as in CleanRL, where vpg.py and trpo.py start at −0.5 as Spinning Up does. The sampled action is
+(`Agent`). log π(a|s) sums one normal log-density per action dimension. The sampled action is
 clipped to the env's bounds for the env but stored unclipped, since its density is the one the
-ratio needs. The defaults stay ppo_discrete.py's, but for the env: Pendulum-v1.
+ratio needs. The head comes back. vpg.py, trpo.py and steps/ppo_1_clip.py had it beside the
+Categorical one, and ppo_discrete.py dropped it, since it takes Discrete actions alone, as
+CleanRL's `ppo.py` does. It comes back with one difference: log σ starts at 0 (σ = 1), not at
+−0.5 (σ ≈ 0.61). −0.5 is Spinning Up's, which vpg.py and trpo.py follow. 0 is the start of PPO's
+reference code and of CleanRL's `ppo_continuous_action.py`, the code that ppo_continuous.py is
+run beside in benchmarks/. The defaults stay ppo_discrete.py's, but for the env: Pendulum-v1.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """

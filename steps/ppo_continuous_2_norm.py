@@ -1,5 +1,5 @@
-"""PPO-clip with a Gaussian policy and normalised inputs and rewards: the second step from
-ppo_discrete.py to ppo_continuous.py.
+"""PPO-clip with a Gaussian policy, scaled rewards and normalised observations: the third step
+from ppo_discrete.py to ppo_continuous.py.
 
     python steps/ppo_continuous_2_norm.py               # Pendulum-v1, 500k steps
     tensorboard --logdir runs
@@ -7,22 +7,18 @@ ppo_discrete.py to ppo_continuous.py.
 A file of the course's steps (docs/ppo_discrete-to-ppo_continuous.html): ppo_continuous.py's
 algorithm with ppo_discrete.py's defaults but for the env (Pendulum-v1), which ppo_continuous.py
 then sets to CleanRL's for MuJoCo. Comments that name the tooling (evaluation, input checks,
-checkpoints) speak of the scripts, whose tooling this file leaves out. Like the step before, it
+checkpoints) speak of the scripts, whose tooling this file leaves out. Like the steps before, it
 learns Pendulum-v1 with the flags of steps/ppo_continuous_1_gaussian.py's docstring.
 
-What changes from ppo_continuous_1_gaussian.py: two ideas, observations normalised and rewards
-scaled, each by running statistics. MuJoCo's observation features differ in scale by orders of
-magnitude, and its rewards differ by env. The networks and the step size suit inputs and targets
-of order 1. Each mechanism has its own flag:
-- Observation normalisation (`--no-norm-obs` switches it off). Each feature of an observation
-  is normalised by its running mean and std (`Agent.normalize_obs`). The statistics are kept
-  with the weights, since the policy acts on normalised inputs. A truncated episode's final
-  observation is normalised without updating the statistics, since the policy never acts on it.
-- Reward scaling (`--no-norm-reward` switches it off). Each reward is divided by the running std
-  of a discounted sum of past rewards (`RewardScaler`).
-Both are clipped to ±10, as in the reference code. benchmarks/ABLATIONS.md measures the two apart:
-reward scaling helps on Pendulum-v1 and Hopper-v4, and observation normalisation makes no
-difference it can see on either.
+What changes from ppo_continuous_1b_reward_scaling.py, one idea: observations normalised by
+running statistics. MuJoCo's observation features differ in scale by orders of magnitude, and
+the first tanh layer suits inputs of order 1. So each feature of an observation is normalised by
+its running mean and std (`Agent.normalize_obs`), then clipped to ±10, as in the reference code.
+The statistics are kept with the weights, since the policy acts on normalised inputs. A truncated
+episode's final observation is normalised without updating the statistics, since the policy
+never acts on it. `--no-norm-obs` switches the normalisation off. benchmarks/ABLATIONS.md
+measures it in ppo_continuous.py: on Pendulum-v1 and Hopper-v4 it makes no difference that it
+can see.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """

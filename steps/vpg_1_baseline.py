@@ -1,11 +1,11 @@
-"""REINFORCE with a learned baseline: sub-step 1 of 4 from reinforce.py to vpg.py.
+"""REINFORCE with a learned baseline: sub-step 1 of 5 from reinforce.py to vpg.py.
 
-The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into four
-sub-steps: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself. Each brings one
-idea, except vpg_2_rollout.py, which brings two: the cut batch and the truncation bootstrap. Each
-file is the training algorithm only: the part of reinforce.py and vpg.py above their tooling. It
-has no input checks, evaluation or checkpoints, and comments that name the tooling speak of the
-scripts. It runs with `python steps/vpg_1_baseline.py`.
+The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into five
+sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_2b_truncation.py,
+vpg_3_gae.py, and vpg.py itself. Each file is the training algorithm only: the part of
+reinforce.py and vpg.py above their tooling. It has no input checks, evaluation or checkpoints.
+Its comments that name the tooling speak of the scripts. It runs with
+`python steps/vpg_1_baseline.py`.
 
 What changes from reinforce.py, one idea: a learned baseline. REINFORCE weights each
 log-probability by the return G_t, whose variance grows with the episode. Here the weight is
@@ -18,11 +18,15 @@ depends on the state alone leaves the expected gradient unchanged, because for e
 V(s_t) ≈ E[G_t | s_t] takes out of each weight the part of the return the state alone predicts,
 which usually lowers the variance a lot (the baseline of least variance weights the returns by
 |∇ log π|², so V is not quite it, but it is the usual choice). V comes from the critic as it was
-before this batch, so it does not depend on the batch's actions. The rest stays reinforce.py's:
-batches of complete episodes, a time-limit cut taken as the episode's end, and no normalisation
-by default (`--norm-adv` normalises Â_t as `--norm-returns` did G_t). The baseline is thus the
-only change. On CartPole-v1 its effect is small: at the tests' budget (150k steps, seed 1)
-reinforce.py reaches 379 and this file 384.
+before this batch, so it does not depend on the batch's actions. Two names change, because what
+they hold changes. The loss's weights are now Â_t, not G_t, so `reinforce_loss` takes
+`advantages`, and `--norm-returns` becomes `--norm-adv`. The loss keeps its name. Williams's
+REINFORCE already allows a baseline, and Sutton & Barto (2018, §13.4) call this REINFORCE with
+baseline. The rest stays reinforce.py's: batches of complete episodes, a time-limit cut taken as
+the episode's end, and no normalisation by default. The baseline is thus the only change. On
+CartPole-v1 its effect is small: at the tests' budget (150k steps, seed 1) reinforce.py reaches
+379 and this file 384.
+
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """
@@ -83,9 +87,9 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
-    # the step that ends an episode already returns the first observation of the next one, so no
-    # action is spent on a reset and every step in the batch is a real transition.
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
+    # The step that ends an episode already returns the first observation of the next one.
+    # So no action is spent on a reset, and every step in the batch is a real transition.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -93,10 +97,11 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
-    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
-    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
-    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
+    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
+    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
+    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
+    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
+    # V takes 1.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -118,43 +123,44 @@ class Agent(nn.Module):
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head: a Gaussian for Box
-        # actions, a Categorical for Discrete ones.
+        # The one place where the action space decides the policy head. Box actions get a
+        # Gaussian, and Discrete ones a Categorical.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up's VPG. With σ ≈ 0.61 about a
-            # tenth of the first action components fall outside [−1, 1], the bounds of most MuJoCo
-            # envs (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third); for a
-            # whole 6-dimensional action (HalfCheetah's), some component does 47% of the time
-            # (with σ = 1, 90%).
+            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG. Most MuJoCo envs
+            # bound actions to [−1, 1], and Humanoid to ±0.4. With σ ≈ 0.61, about a tenth of the
+            # first action components fall outside [−1, 1] and reach the env clipped. With σ = 1,
+            # a third would. For a whole 6-dimensional action, as HalfCheetah's, some component
+            # falls outside 47% of the time, and 90% with σ = 1.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,): the most likely one (Discrete) or the
-        mean μ_θ(s) (Box, not yet clipped to the bounds), and the memory the next call takes (none:
-        this policy has no memory). Evaluation acts through this method alone, and the rest of the
-        tooling uses only the constructor and nn.Module's own methods, never the layers."""
+        """The greedy action for one observation (obs_dim,), and the memory the next call takes.
+        The greedy action is the most likely one for Discrete actions. For Box actions it is the
+        mean μ_θ(s), not yet clipped to the bounds. This policy has no memory, so it returns none.
+        Evaluation acts through this method alone. The rest of the tooling uses only the
+        constructor and nn.Module's own methods, never the layers."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions written out, so that their formulas are on the page (tests compare
-        # them with torch.distributions, which is why log σ is computed as log(σ), as it does).
+        # Both distributions are written out, so that their formulas are on the page. Tests
+        # compare them with torch.distributions, so log σ is computed as log(σ), as it does.
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product: log-probs add up
-            # over the last axis, and so do the entropies.
+            # The action dimensions are independent, so the density is a product. So log-probs add
+            # up over the last axis, and so do the entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -178,12 +184,12 @@ class Agent(nn.Module):
 def compute_returns(rewards, dones, gamma: float):
     """Discounted rewards-to-go of every step of a rollout, each within its own episode.
 
-    rewards and dones have shape (T, N), time-major (or (T,) for one env); dones[t] = 1 at the
+    rewards and dones have shape (T, N), time-major, or (T,) for one env. dones[t] = 1 at the
     last step of each episode. The sum stops at the episode's end and never crosses into the next:
 
         G_t = r_t + γ (1 − done_t) G_{t+1}   =   Σ_{l ≥ 0, within the episode} γ^l r_{t+l}
 
-    Only rewards from t on appear: an action cannot change the rewards that came before it, so
+    Only rewards from t on appear. An action cannot change the rewards that came before it, so
     dropping them leaves the gradient's expectation unchanged and usually lowers its variance.
     """
     returns = torch.zeros_like(rewards)
@@ -194,24 +200,32 @@ def compute_returns(rewards, dones, gamma: float):
     return returns
 
 
-def vpg_loss(logprob, advantages):
-    """The policy-gradient surrogate on a batch of B steps, as a loss to minimise. Inputs have
-    shape (B,).
+def reinforce_loss(logprob, advantages):
+    """The REINFORCE surrogate on a batch, as a loss to minimise. Inputs have shape (B,).
 
-    Its gradient is minus the policy-gradient estimate with Ψ_t = Â_t (Schulman et al. 2016,
-    eq. 1), averaged over the B steps of the batch. reinforce.py's loss is a mean over steps
-    too: relative to its ĝ, a mean over episodes, that is a factor |D|/B, one over the mean
-    episode length, which drifts as episodes lengthen. A batch here holds complete episodes, as
-    there, so the factor drifts the same way. Its value is no measure of how well the policy
-    performs: judge a run by its returns.
+    Its gradient is minus the policy-gradient estimate, rescaled (Williams 1992). Descending it
+    raises the log-probability of each action in proportion to its advantage Â_t: the return
+    that followed, less the baseline. Its value is no measure of how well the policy performs:
+    judge a run by its returns.
     """
-    # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t
-    # math: -\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,\hat A_t
+    # The estimate ĝ of ∇J from the batch's episodes τ ∈ D (Williams 1992, rewards-to-go form,
+    # less the baseline):
+    # math: \hat g = \frac{1}{|D|} \sum_\tau \sum_t \nabla_\theta \log \pi_\theta(a_t|s_t) \hat A_t
+    # Sutton & Barto (§13.3) also weight step t by γ^t, which makes ĝ the gradient of the
+    # discounted return from the first state. Like most implementations, Spinning Up's too, this
+    # file leaves γ^t out, so a late step counts as much as an early one.
+    # The loss averages over the B steps instead of the |D| episodes. That rescales each batch's
+    # gradient by |D|/B, one over the batch's mean episode length. Its direction stays, but the
+    # scale is no constant. On CartPole, as episodes grow from about 20 steps to 500, it falls
+    # about 25×. Adam's step is blind only to a constant scale of the gradient, so this acts as
+    # a hidden decay of the step size.
+    # math: L(\theta) = -\frac{1}{B}\sum_t \log \pi_\theta(a_t|s_t)\, \hat A_t
+    # math: -\nabla_\theta L = \frac{|D|}{B}\, \hat g
     return -(logprob * advantages).mean()
 
 
 def value_loss(value, returns):
-    """Mean squared error of the critic against its targets; inputs have shape (B,)."""
+    """Mean squared error of the critic against its targets. Inputs have shape (B,)."""
     # math: L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2
     return ((value - returns) ** 2).mean()
 
@@ -225,15 +239,16 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
     # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
-    # step counts. Adam's ε = 1e-5 instead of 1e-8, as in PPO's reference code (core detail 3
-    # of Huang et al. 2022); `fused`: one kernel for all weights.
+    # step counts.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
     pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
@@ -244,17 +259,17 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
     global_step, episodic_returns = 0, []  # (step, return) of the episodes in a batch
 
-    # Everything the loop needs to go on from the end of an update, by name (torch's random state
-    # is the CPU's). The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. State you add to the loop (a target network, a
-    # schedule's counter) goes here and below, or a resumed run goes on without it:
-    # tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. torch's random state
+    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. Add here and below any state you add to the
+    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
+    # without it. tools/resume_check.py finds what a resume loses.
     def state() -> dict:
         return {"agent": agent, "pi_optimizer": pi_optimizer, "vf_optimizer": vf_optimizer,
                 "envs": envs, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # read back by name: each name of state() is set from the dict the hook returns
+    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
         loop = hook(state())
         agent, pi_optimizer = loop["agent"], loop["pi_optimizer"]
         vf_optimizer, envs, global_step = loop["vf_optimizer"], loop["envs"], loop["global_step"]
@@ -263,24 +278,24 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     start_time, start_step, last_print = time.time(), global_step, 0
     while global_step < args.total_timesteps:
         # --- rollout: complete episodes of the current policy π_θ, at least batch_size steps ---
-        # Every batch starts fresh episodes: one still running from the last batch was begun
-        # by an older policy. Once the batch is full, no env starts a new episode for it, but
-        # every episode already begun is played to its end: keeping only those that finish
-        # first would favour short episodes. A time-limit truncation (CartPole's 500 steps)
-        # is taken as the episode's end, as in reinforce.py (vpg_2_rollout.py bootstraps the
-        # missing rewards with V), so G_t near the limit lacks the rewards that would have followed
-        # (Pardo et al. 2018).
-        # The first reset seeds env i with seed + i; later resets continue those random streams
-        # (new envs of a run resumed without its own, as Box2D's: unseeded ones).
+        # Every batch starts fresh episodes, because one still running from the last batch was
+        # begun by an older policy. Once the batch is full, no env starts a new episode for it.
+        # But every episode already begun is played to its end, because keeping only those that
+        # finish first would favour short episodes. A time-limit truncation, such as CartPole's
+        # 500 steps, is taken as the episode's end. Until vpg_2b_truncation.py, nothing bootstraps
+        # the missing rewards with V. So G_t near the limit lacks the rewards that would have
+        # followed (Pardo et al. 2018).
+        # The first reset seeds env i with seed + i. Later resets continue those random streams.
+        # A run resumed without its own envs, as Box2D's, gets new envs, unseeded.
         next_obs_np, _ = envs.reset(seed=args.seed if global_step == 0 else None)
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
         iteration_start, batch_steps = global_step, 0
-        # NumPy while the rollout runs, one entry per step of the N envs; keep marks the steps
+        # NumPy while the rollout runs, one entry per step of the N envs. keep marks the steps
         # that enter the batch: env i's, up to the end of its last episode in the batch.
         obs_np, actions_np, values_np, rewards_np, dones_np, keep_np = [], [], [], [], [], []
         collecting = np.ones(args.num_envs, dtype=bool)  # env i's episode goes into the batch
-        # Collecting needs no gradient (the update recomputes log π and V): inference mode is
-        # torch's no-gradient mode with the least bookkeeping.
+        # Collecting needs no gradient, because the update recomputes log π and V.
+        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             while collecting.any():
                 global_step += args.num_envs
@@ -291,7 +306,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 action_np = action.cpu().numpy()
                 actions_np.append(action_np)
                 values_np.append(value.cpu().numpy())
-                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
                 # keeps the sample itself, whose log-probability is the one the gradient needs.
                 env_action = action_np
                 if agent.continuous:
@@ -319,20 +334,20 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             torch.tensor(np.array(x), device=device)  # (T, N, ...), T the rollout's length
             for x in (obs_np, actions_np, values_np, rewards_np, dones_np, keep_np))
         returns = compute_returns(rewards.float(), dones.float(), args.gamma)  # (T, N)
-        # The critic's V(s_t) is the baseline; its targets R̂_t are these same returns.
+        # The critic's V(s_t) is the baseline. Its targets R̂_t are these same returns.
         advantages = returns - values  # Â_t, (T, N)
         b_obs, b_actions, b_returns = obs[keep], actions[keep], returns[keep]  # (B, ...)
         b_values, b_advantages = values[keep], advantages[keep]
         # Normalised over the batch, as in Spinning Up. Dividing by the std only rescales the
-        # step; subtracting the mean is a baseline: it changes this batch's estimate, its
-        # direction too, but not its expectation, since E[∇ log π] = 0 (apart from the small bias
-        # of taking the mean from the same batch).
+        # step. Subtracting the mean is a baseline. It changes this batch's estimate, its
+        # direction too, but not its expectation, since E[∇ log π] = 0. Taking the mean from the
+        # same batch adds a small bias.
         if args.norm_adv:
             b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
         # --- update: one policy-gradient step on θ, then vf_iters critic steps on φ ---
         _, logprob, entropy = agent.get_action(b_obs, b_actions)
-        pg_loss = vpg_loss(logprob, b_advantages)
+        pg_loss = reinforce_loss(logprob, b_advantages)
         pi_optimizer.zero_grad()
         pg_loss.backward()
         pi_optimizer.step()
@@ -356,7 +371,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                   "entropy": entropy.mean().item(), "approx_kl": approx_kl.item()}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
+        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -373,10 +388,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int(max(args.total_timesteps - global_step, 0) / sps)
             print(f"step {global_step:>9,}/{args.total_timesteps:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # the tooling: guard rails, checkpoints
+        if hook:  # The tooling: guard rails, checkpoints.
             hook(state(), losses)
     envs.close()
-    writer.flush()  # on disk; left open (the tooling logs its evaluation to it after)
+    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
     return state()
 
 

@@ -1,33 +1,37 @@
-"""VPG with T-step batches: sub-step 2 of 4 from reinforce.py to vpg.py.
+"""VPG with T-step batches: sub-step 2 of 5 from reinforce.py to vpg.py.
 
-The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into four
-sub-steps: vpg_1_baseline.py, vpg_2_rollout.py, vpg_3_gae.py, and vpg.py itself. Each brings one
-idea, except vpg_2_rollout.py, which brings two: the cut batch and the truncation bootstrap. Each
-file is the training algorithm only: the part of reinforce.py and vpg.py above their tooling. It
-has no input checks, evaluation or checkpoints, and comments that name the tooling speak of the
-scripts. It runs with `python steps/vpg_2_rollout.py`.
+The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into five
+sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_2b_truncation.py,
+vpg_3_gae.py, and vpg.py itself. Each file is the training algorithm only: the part of
+reinforce.py and vpg.py above their tooling. It has no input checks, evaluation or checkpoints.
+Its comments that name the tooling speak of the scripts. It runs with
+`python steps/vpg_2_rollout.py`.
 
-What changes from vpg_1_baseline.py: two ideas, a batch of T steps per env cut mid-episode, and
-the bootstrap of time-limit truncations. With a critic, V can stand in for the rewards a batch
-does not hold. So a batch need not end with its episodes. Each of the N envs takes T =
-`num_steps` steps, stored in (T, N) arrays, and an episode the batch cuts goes on in the next
-batch. The batch also shrinks from vpg_1_baseline.py's 5,000 steps to Spinning Up's N·T = 4,000.
-Where an episode is cut, its return is bootstrapped with V of the observation that follows.
-With k the number of steps from t to the cut,
+What changes from vpg_1_baseline.py, one idea: a batch of T steps per env, cut mid-episode and
+bootstrapped at its end. With a critic, V can stand in for the rewards a batch does not hold. So
+a batch need not end with its episodes. Each of the N envs takes T = `num_steps` steps, stored in
+(T, N) arrays. An episode that the batch's end cuts goes on in the next batch. Its return is
+bootstrapped with V of the observation after the batch's last step. With k the number of steps
+from t to the batch's end, for an episode still running there,
 
-    R̂_t = Σ_{l<k} γ^l r_{t+l} + γ^k V(s_{t+k}),
+    R̂_t = Σ_{l<k} γ^l r_{t+l} + γ^k V(s_{t+k}).
 
-with no V term where the episode terminates within the batch. The policy's weights are R̂_t −
-V(s_t), and the critic regresses on R̂_t. Two kinds of cut are bootstrapped this way, and they
-are two ideas:
-- The batch's end. Every step taken now enters a batch. vpg_1_baseline.py drops those taken
-  while its batch's last episodes run to their end. The loss is a mean over a fixed B = N·T
-  steps, where vpg_1_baseline.py's B overshoots batch_size by the episodes still running.
-- A time limit (truncation). It is no longer taken for the episode's end (Pardo et al. 2018):
-  its last step is bootstrapped with V of the real final observation. Batches of whole episodes,
-  as in vpg_1_baseline.py, could have this bootstrap too.
-The price: where V is inexact, the bootstrapped R̂_t is biased, by γ^k times V's error at the
-cut.
+An episode that ends within the batch has no V term, and a time-limit truncation still counts
+as an end here. The policy's weights are R̂_t − V(s_t), and the critic regresses on R̂_t. Every
+step taken now enters a batch. vpg_1_baseline.py drops those taken while its batch's last
+episodes run to their end. The loss is a mean over a fixed B = N·T steps, where
+vpg_1_baseline.py's B overshoots batch_size by the episodes still running. The price: where V is
+inexact, the bootstrapped R̂_t is biased, by γ^k times V's error at the cut. Two more changes
+follow from the idea, and are made here, where they happen:
+- The batch's size. `--batch-size`, the fewest steps a batch of whole episodes may hold, gives
+  way to `--num-steps` T. T = 1,000 gives N·T = 4,000 steps, Spinning Up's batch, in place of
+  5,000. A T of 1,250 would keep 5,000 steps. But vpg.py has Spinning Up's 4,000, so a later step
+  would then change the batch with no idea of its own.
+- The loss's name. Sutton & Barto (2018, §13.5) do not call REINFORCE with baseline an
+  actor-critic method, because its V serves only as a baseline and never bootstraps. Here V
+  bootstraps the returns. So `reinforce_loss` takes the name of VPG's loss, `vpg_loss`, with the
+  same body. Its docstring says why the mean over B steps is now a fixed factor.
+
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """
@@ -88,11 +92,9 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode:
-    # the step that ends an episode already returns the first observation of the next one, and
-    # the real last observation is in infos["final_obs"]. So every stored transition is real (the
-    # default NEXT_STEP mode would spend one action per episode on a reset), and the final
-    # observation is at hand to bootstrap a truncated episode.
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
+    # The step that ends an episode already returns the first observation of the next one.
+    # So no action is spent on a reset, and every step in the batch is a real transition.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     # Adds infos["episode"] (return and length) at each episode's end, for the logs.
@@ -100,10 +102,11 @@ def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, zero biases: the initialisation of PPO's reference code
-    # (openai/baselines; core detail 2 of Huang et al. 2022). √2 for the hidden layers is its
-    # convention (it is the gain for ReLU; tanh's would be 5/3); 0.01 for the policy head, so that
-    # its first outputs are near 0 (a near-uniform softmax, a mean action near 0); 1 for V.
+    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
+    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
+    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
+    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
+    # V takes 1.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -125,43 +128,44 @@ class Agent(nn.Module):
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head: a Gaussian for Box
-        # actions, a Categorical for Discrete ones.
+        # The one place where the action space decides the policy head. Box actions get a
+        # Gaussian, and Discrete ones a Categorical.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 (σ ≈ 0.61) at the start, as in Spinning Up's VPG. With σ ≈ 0.61 about a
-            # tenth of the first action components fall outside [−1, 1], the bounds of most MuJoCo
-            # envs (Humanoid's are ±0.4), and reach the env clipped (with σ = 1, a third); for a
-            # whole 6-dimensional action (HalfCheetah's), some component does 47% of the time
-            # (with σ = 1, 90%).
+            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG. Most MuJoCo envs
+            # bound actions to [−1, 1], and Humanoid to ±0.4. With σ ≈ 0.61, about a tenth of the
+            # first action components fall outside [−1, 1] and reach the env clipped. With σ = 1,
+            # a third would. For a whole 6-dimensional action, as HalfCheetah's, some component
+            # falls outside 47% of the time, and 90% with σ = 1.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,): the most likely one (Discrete) or the
-        mean μ_θ(s) (Box, not yet clipped to the bounds), and the memory the next call takes (none:
-        this policy has no memory). Evaluation acts through this method alone, and the rest of the
-        tooling uses only the constructor and nn.Module's own methods, never the layers."""
+        """The greedy action for one observation (obs_dim,), and the memory the next call takes.
+        The greedy action is the most likely one for Discrete actions. For Box actions it is the
+        mean μ_θ(s), not yet clipped to the bounds. This policy has no memory, so it returns none.
+        Evaluation acts through this method alone. The rest of the tooling uses only the
+        constructor and nn.Module's own methods, never the layers."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions written out, so that their formulas are on the page (tests compare
-        # them with torch.distributions, which is why log σ is computed as log(σ), as it does).
+        # Both distributions are written out, so that their formulas are on the page. Tests
+        # compare them with torch.distributions, so log σ is computed as log(σ), as it does.
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product: log-probs add up
-            # over the last axis, and so do the entropies.
+            # The action dimensions are independent, so the density is a product. So log-probs add
+            # up over the last axis, and so do the entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -182,29 +186,23 @@ class Agent(nn.Module):
         return action, logprob, entropy
 
 
-def compute_returns(rewards, next_values, terminations, truncations, gamma: float):
-    """Discounted rewards-to-go of every step of a rollout, bootstrapped where it cuts an episode.
+def compute_returns(rewards, dones, last_value, gamma: float):
+    """Discounted rewards-to-go of every step of a rollout, bootstrapped at the rollout's end.
 
-    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}), the value of the
-    observation that really followed step t: on a time-limit truncation that is the final
-    observation of the episode, not the reset observation the vector env returned.
+    rewards and dones have shape (T, N), time-major. dones[t] = 1 at the last step of each
+    episode, a time-limit truncation included. last_value = V(s_T), shape (N,), is the value of
+    the observation after the rollout's last step. The sum stops at the episode's end and never
+    crosses into the next:
 
-        R̂_t = r_t + γ (1 − terminated_t) V(s_{t+1})    if truncated_t, or t = T − 1
-        R̂_t = r_t + γ (1 − terminated_t) R̂_{t+1}       otherwise
+        R̂_t = r_t + γ (1 − done_t) R̂_{t+1},   with R̂_T = V(s_T)
 
-    A terminated step has no future, so it does not bootstrap. A truncated step was cut by a time
-    limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
-    2018). Either way the sum stops: R̂_{t+1} belongs to the next episode. A rollout that ends
-    mid-episode bootstraps from V(s_T) at its last step.
-
-    Only rewards from t on appear: an action cannot change the rewards that came before it, so
+    Only rewards from t on appear. An action cannot change the rewards that came before it, so
     dropping them leaves the gradient's expectation unchanged and usually lowers its variance.
     """
     returns = torch.zeros_like(rewards)
-    next_return = next_values[-1]  # (N,): the batch's end cuts the last step, so V bootstraps it
+    next_return = last_value  # R̂_T = V(s_T), shape (N,): the batch's end cuts the last step
     for t in reversed(range(rewards.shape[0])):
-        future = torch.where(truncations[t].bool(), next_values[t], next_return)  # V at a cut
-        next_return = rewards[t] + gamma * (1.0 - terminations[t]) * future
+        next_return = rewards[t] + gamma * (1.0 - dones[t]) * next_return
         returns[t] = next_return
     return returns
 
@@ -215,11 +213,11 @@ def vpg_loss(logprob, advantages):
 
     Its gradient is minus the policy-gradient estimate with Ψ_t = Â_t (Schulman et al. 2016,
     eq. 1), averaged over the B steps of the batch. reinforce.py's loss is a mean over steps
-    too: relative to its ĝ, a mean over episodes, that is a factor |D|/B, one over the mean
-    episode length, which drifts as episodes lengthen. Here a batch is N segments of a fixed T
-    steps, cut mid-episode, and no per-episode mean exists: the mean over B = N·T steps is a
-    fixed factor, to which Adam is blind. Its value is no measure of how well the policy
-    performs: judge a run by its returns.
+    too. Against its ĝ, a mean over episodes, that is a factor |D|/B, one over the mean episode
+    length, and it drifts as episodes lengthen. Here a batch is N segments of a fixed T steps,
+    cut mid-episode, and no per-episode mean exists. The mean over B = N·T steps is a fixed
+    factor, to which Adam is blind. Its value is no measure of how well the policy performs:
+    judge a run by its returns.
     """
     # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t
     # math: -\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,\hat A_t
@@ -227,7 +225,7 @@ def vpg_loss(logprob, advantages):
 
 
 def value_loss(value, returns):
-    """Mean squared error of the critic against its targets; inputs have shape (B,)."""
+    """Mean squared error of the critic against its targets. Inputs have shape (B,)."""
     # math: L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2
     return ((value - returns) ** 2).mean()
 
@@ -243,60 +241,59 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # the thread count changes float summation order
+    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
     # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
-    # step counts. Adam's ε = 1e-5 instead of 1e-8, as in PPO's reference code (core detail 3
-    # of Huang et al. 2022); `fused`: one kernel for all weights.
+    # step counts.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
     pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
                                     fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs (a step's few numbers cost less to store there than in
-    # tensors); the whole rollout becomes tensors once, before the returns.
+    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
+    # than in tensors. The whole rollout becomes tensors once, before the returns.
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, *action_space.shape),
                           dtype=np.float32 if agent.continuous else np.int64)
-    # final_values: V(final obs) at the steps where an episode was truncated
-    values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
-        np.zeros(shape, dtype=np.float32) for _ in range(5))
+    values_np, rewards_np, dones_np = (np.zeros(shape, dtype=np.float32) for _ in range(3))
 
     writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-    global_step, episodic_returns, next_obs_np = 0, [], None  # episodic: (step, return) pairs
+    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
 
-    # Everything the loop needs to go on from the end of an update, by name (torch's random state
-    # is the CPU's). The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. State you add to the loop (a target network, a
-    # schedule's counter) goes here and below, or a resumed run goes on without it:
-    # tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. torch's random state
+    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. Add here and below any state you add to the
+    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
+    # without it. tools/resume_check.py finds what a resume loses.
     def state() -> dict:
         return {"agent": agent, "pi_optimizer": pi_optimizer, "vf_optimizer": vf_optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # read back by name: each name of state() is set from the dict the hook returns
+    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
         loop = hook(state())
         agent, pi_optimizer = loop["agent"], loop["pi_optimizer"]
         vf_optimizer, envs, next_obs_np = loop["vf_optimizer"], loop["envs"], loop["next_obs"]
         global_step, episodic_returns = loop["global_step"], loop["episodic_returns"]
         torch.set_rng_state(loop["rng"])
-    if next_obs_np is None:  # a new run, or one resumed without its envs: new episodes
-        next_obs_np, _ = envs.reset(seed=args.seed)  # env i is seeded with seed + i
+    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
+        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
     start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient (the update recomputes log π and V): inference mode is
-        # torch's no-gradient mode with the least bookkeeping.
+        # Collecting needs no gradient, because the update recomputes log π and V.
+        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
@@ -306,40 +303,30 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 value = agent.get_value(next_obs)
                 action_np = action.cpu().numpy()
                 actions_np[step], values_np[step] = action_np, value.cpu().numpy()
-                # A Gaussian sample can leave the action bounds: the env gets it clipped, the batch
+                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
                 # keeps the sample itself, whose log-probability is the one the gradient needs.
                 env_action = action_np
                 if agent.continuous:
                     env_action = np.clip(action_np, action_space.low, action_space.high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
                 rewards_np[step] = reward
-                terminations_np[step], truncations_np[step] = terminated, truncated
+                dones_np[step] = terminated | truncated  # A time limit ends the episode here.
                 next_obs_np = next_obs_np.astype(np.float32)
-                if truncated.any():  # bootstrap a cut episode with V of its real final observation
-                    idx = np.flatnonzero(truncated)
-                    final_obs_np = np.stack(infos["final_obs"][idx])
-                    final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
-                    final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
-                for i in np.flatnonzero(infos.get("_episode", [])):  # the episodes that ended
+                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)
                     episodic_returns.append((global_step, float(episode_return)))
 
         # --- bootstrap and advantages ---
-        obs, actions, values, final_values, rewards, terminations, truncations = (
+        obs, actions, values, rewards, dones = (
             torch.tensor(x, device=device)  # (T, N, ...): copies, the arrays are refilled next
-            for x in (obs_np, actions_np, values_np, final_values_np, rewards_np, terminations_np,
-                      truncations_np))  # rollout
+            for x in (obs_np, actions_np, values_np, rewards_np, dones_np))  # rollout
         with torch.no_grad():
             next_obs = torch.from_numpy(next_obs_np).to(device)
             next_value = agent.get_value(next_obs)  # V(s_T), (N,): for paths cut by the batch end
-        # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
-        # truncated. After a termination it is the reset observation's value, masked below.
-        next_values = torch.cat([values[1:], next_value[None]])
-        next_values = torch.where(truncations.bool(), final_values, next_values)
-        returns = compute_returns(rewards, next_values, terminations, truncations, args.gamma)
-        # The critic's V(s_t) is the baseline; its targets R̂_t are these same returns.
+        returns = compute_returns(rewards, dones, next_value, args.gamma)
+        # The critic's V(s_t) is the baseline. Its targets R̂_t are these same returns.
         advantages = returns - values  # Â_t, (T, N)
 
         # --- flatten the batch: (T, N, ...) -> (T·N, ...) ---
@@ -347,9 +334,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         b_values, b_returns = values.reshape(-1), returns.reshape(-1)
         b_advantages = advantages.reshape(-1)
         # Normalised over the batch, as in Spinning Up. Dividing by the std only rescales the
-        # step; subtracting the mean is a baseline: it changes this batch's estimate, its
-        # direction too, but not its expectation, since E[∇ log π] = 0 (apart from the small bias
-        # of taking the mean from the same batch).
+        # step. Subtracting the mean is a baseline. It changes this batch's estimate, its
+        # direction too, but not its expectation, since E[∇ log π] = 0. Taking the mean from the
+        # same batch adds a small bias.
         if args.norm_adv:
             b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
@@ -379,7 +366,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                   "entropy": entropy.mean().item(), "approx_kl": approx_kl.item()}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # Explained variance 1 − Var[R − V]/Var[R]: 1 is a perfect critic, ≤ 0 a useless one.
+        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -392,10 +379,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # the tooling: guard rails, checkpoints
+        if hook:  # The tooling: guard rails, checkpoints.
             hook(state(), losses)
     envs.close()
-    writer.flush()  # on disk; left open (the tooling logs its evaluation to it after)
+    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
     return state()
 
 

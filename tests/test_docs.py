@@ -187,10 +187,10 @@ def test_a_step_page_hides_no_single_context_line():
     assert rows(1) == (0, 5) and rows(2) == (1, 4) and rows(0) == (0, 4)
 
 
-TITLES = {("reinforce", "vpg"): "reinforce.py → vpg.py in 4 steps", ("vpg", "trpo"): "vpg.py → trpo.py: a bounded step",
+TITLES = {("reinforce", "vpg"): "reinforce.py → vpg.py in 5 steps", ("vpg", "trpo"): "vpg.py → trpo.py: a bounded step",
           ("trpo", "ppo_discrete"): "trpo.py → ppo_discrete.py in 2 steps",
           ("vpg", "ppo_discrete"): "vpg.py → ppo_discrete.py in 2 steps",
-          ("ppo_discrete", "ppo_continuous"): "ppo_discrete.py → ppo_continuous.py in 3 steps",
+          ("ppo_discrete", "ppo_continuous"): "ppo_discrete.py → ppo_continuous.py in 4 steps",
           ("ppo_discrete", "ppo_recurrent"): "ppo_discrete.py → ppo_recurrent.py: memory"}
 
 

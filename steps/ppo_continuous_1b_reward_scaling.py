@@ -1,0 +1,495 @@
+"""PPO-clip with a Gaussian policy and scaled rewards: the second step from ppo_discrete.py to
+ppo_continuous.py.
+
+    python steps/ppo_continuous_1b_reward_scaling.py    # Pendulum-v1, 500k steps
+    tensorboard --logdir runs
+
+A file of the course's steps (docs/ppo_discrete-to-ppo_continuous.html). It keeps
+ppo_discrete.py's defaults but for the env (Pendulum-v1). steps/ppo_continuous_2_norm.py then
+normalises observations. Comments that name the tooling (evaluation, input checks, checkpoints)
+speak of the scripts, whose tooling this file leaves out. Like the step before, it learns
+Pendulum-v1 with the flags of steps/ppo_continuous_1_gaussian.py's docstring.
+
+What changes from ppo_continuous_1_gaussian.py, one idea: rewards scaled by running statistics.
+MuJoCo's rewards differ in size by env, and the critic's targets grow with them. The networks and
+the step size suit targets of order 1. So each reward is divided by the running std of a
+discounted sum of past rewards (`RewardScaler`), then clipped to ±10, as in the reference code.
+The running mean and variance come from `RunningMeanStd`, which the next step uses for the
+observations too. `--no-norm-reward` switches the scaling off. The logs keep the raw rewards.
+benchmarks/ABLATIONS.md measures it in ppo_continuous.py: it helps on Pendulum-v1 and Hopper-v4.
+
+Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
+"""
+
+import functools
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    # --- the algorithm ---
+    env_id: str = "Pendulum-v1"
+    """Gymnasium env with Box actions; module:EnvId for an env of your own"""
+    hidden_size: int = 64
+    """units in each of the two tanh hidden layers of the actor and of the critic"""
+    total_timesteps: int = 500_000
+    """environment steps to train for, summed over all envs"""
+    learning_rate: float = 2.5e-4
+    """Adam step size α of actor and critic; typical 1e-4 to 3e-3"""
+    anneal_lr: bool = True
+    """decay the step size linearly from α to α/I in the last of I iterations (core detail 4)"""
+    update_epochs: int = 4
+    """K, passes over each batch; typical 3 to 10"""
+    num_minibatches: int = 4
+    """minibatches per epoch; must divide the batch N·T"""
+    clip_coef: float = 0.2
+    """ε of the clipped surrogate objective; typical 0.1 to 0.3"""
+    clip_vloss: bool = True
+    """clip the value update to ±ε around the rollout's value prediction, as in PPO's own code"""
+    ent_coef: float = 0.01
+    """c₂, weight of the entropy bonus"""
+    vf_coef: float = 0.5
+    """c₁, weight of the value loss"""
+    max_grad_norm: float = 0.5
+    """the global L2 norm of the gradient is clipped to this value"""
+    target_kl: float | None = None
+    """stop an update's epochs once an epoch's mean approx-KL exceeds it; typical 0.01 to 0.05"""
+    norm_adv: bool = True
+    """normalise advantages to mean 0, std 1 within each minibatch"""
+    num_envs: int = 4
+    """N, environments stepped in parallel (one synchronous vector env)"""
+    num_steps: int = 128
+    """T, steps per environment in each batch; batch size = N·T"""
+    gamma: float = 0.99
+    """discount factor γ in [0, 1]"""
+    gae_lambda: float = 0.95
+    """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
+    bootstrap_truncation: bool = True
+    """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
+    norm_reward: bool = True
+    """scale rewards by the std of the running discounted return (continuous details 8-9)"""
+
+    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
+    seed: int = 1
+    """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
+    num_threads: int = 1
+    """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
+    cuda: bool = False
+    """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
+
+
+
+def make_env(env_id: str, **kwargs) -> gym.Env:
+    """The one place where an environment is made: training, evaluation and the input checks
+    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
+    (docs/own-env.md). Evaluation passes render_mode for videos."""
+    return gym.make(env_id, **kwargs)
+
+
+def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
+    # The step that ends an episode already returns the first observation of the next one.
+    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
+    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
+    # mode would spend one action per episode on a reset.
+    envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    # Adds infos["episode"] (return and length) at each episode's end, for the logs.
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
+    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
+    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
+    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
+    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
+    # V takes 1.
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, 0.0)
+    return layer
+
+
+def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Sequential:
+    return nn.Sequential(
+        layer_init(nn.Linear(in_dim, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, out_dim), std=out_std),
+    )
+
+
+class RunningMeanStd:
+    """Running mean and variance of a stream of batches, merged with the parallel formula of
+    Chan, Golub and LeVeque (1979). Shape (obs_dim,) for observations, () for returns."""
+
+    def __init__(self, shape: tuple[int, ...] = ()):
+        # count starts near 0, not at 0, to avoid a division by 0. So the first batch dominates.
+        self.mean, self.var, self.count = np.zeros(shape), np.ones(shape), 1e-4
+
+    def update(self, x: np.ndarray) -> None:
+        """x: (B, *shape), a batch of B new samples."""
+        # math: \delta = \mu_B - \mu, \quad N = n + n_B, \quad \mu \leftarrow \mu + \delta\, n_B / N
+        # math: \sigma^2 \leftarrow (n\sigma^2 + n_B\sigma_B^2 + \delta^2 n\, n_B / N) / N
+        batch_mean, batch_var, batch_count = x.mean(0), x.var(0), x.shape[0]
+        delta, total = batch_mean - self.mean, self.count + batch_count
+        self.mean = self.mean + delta * batch_count / total
+        m2 = (self.var * self.count + batch_var * batch_count
+              + delta**2 * self.count * batch_count / total)
+        self.var = m2 / total
+        self.count = total  # n ← N
+
+
+class Agent(nn.Module):
+    """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
+    units (64 by default). The actor's output is the mean μ_θ(s) of a diagonal Gaussian
+    N(μ_θ(s), diag σ²). log σ is one learned parameter per action dimension, the same in every
+    state (continuous details 1-3). Separate networks, not a shared trunk (continuous detail 4)."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64):
+        super().__init__()
+        self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
+        self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
+        # log σ = 0, σ = 1 at the start, as in CleanRL and PPO's reference code. vpg.py takes
+        # Spinning Up's σ ≈ 0.61. About a third of the first action components fall outside
+        # [−1, 1], the bounds of most MuJoCo envs (Humanoid's: ±0.4), and reach the env clipped.
+        # For a whole 6-dimensional action, as HalfCheetah's, some component does 90% of the time.
+        self.actor_logstd = nn.Parameter(torch.zeros(act_dim))
+
+    def get_value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
+
+    def greedy_action(self, obs, memory=None):
+        """The mean μ_θ(s) for one observation (obs_dim,), not yet clipped to the bounds, and the
+        memory the next call takes (none: this policy has no memory). Evaluation acts through
+        this method alone, and the rest of the tooling uses only the constructor and nn.Module's
+        own methods, never the layers."""
+        x = torch.as_tensor(obs, dtype=torch.float32)
+        return self.actor(x).detach().numpy(), None
+
+    def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
+        """obs (B, obs_dim) -> action (B, act_dim), log π(a|s) (B,), entropy (B,), V(s) (B,).
+        Samples an action unless one is given (the update re-evaluates stored actions)."""
+        # The Gaussian is written out, so that its formulas are on the page. Tests compare it with
+        # torch.distributions.Normal, so log σ is computed as log(σ), as it does.
+        mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
+        std = self.actor_logstd.expand_as(mean).exp()  # σ, (B, act_dim): state-independent
+        if action is None:
+            action = torch.normal(mean, std)
+        # The action dimensions are independent, so the density is a product. So log-probs add
+        # up over the last axis, and so do the entropies.
+        # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
+        # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
+        log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
+                       - math.log(math.sqrt(2 * math.pi)))  # (B, act_dim)
+        logprob = log_density.sum(-1)
+        # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
+        entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
+        return action, logprob, entropy, self.get_value(obs)
+
+
+def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
+    """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
+
+    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
+    observation that really followed step t. On a time-limit truncation, that is the episode's
+    final observation, not the reset observation the vector env returned.
+
+        δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
+        A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
+
+    A terminated step has no future, so it does not bootstrap. A truncated step was cut by a time
+    limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
+    2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
+    ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
+    (T, N). returns = A + V: with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
+    """
+    # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
+    deltas = rewards + gamma * (1.0 - terminations) * next_values - values
+    not_dones = 1.0 - torch.maximum(terminations, truncations)
+    advantages = torch.zeros_like(rewards)
+    next_advantage = torch.zeros_like(rewards[0])  # A_{t+1}, shape (N,)
+    for t in reversed(range(rewards.shape[0])):
+        next_advantage = deltas[t] + gamma * gae_lambda * not_dones[t] * next_advantage
+        advantages[t] = next_advantage
+    return advantages, advantages + values
+
+
+def surrogate(ratio, advantages, clip_coef):
+    """The clipped surrogate objective L^CLIP(θ) on a batch of B steps, to maximise (Schulman et
+    al. 2017, eq. 7). Inputs have shape (B,). `ratio` holds r_t(θ), defined below.
+
+    The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
+    r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
+    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t), so the gradient g of L is vpg.py's
+    policy gradient. Away from θ_old, L estimates the improvement only while the policy stays
+    close, because the states still come from π_θ_old. TRPO bounds the step. PPO instead takes
+    the minimum with a clipped ratio, a pessimistic bound on r_t Â_t. A change of r_t beyond
+    1 ± ε counts when it lowers the objective, and not when it raises it.
+    """
+    # A sample gives no gradient only where the clipped term is the smaller one. That is where
+    # Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε: the steps already moved it far enough its way.
+    # Where r left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
+    # math: L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)
+    # math: \bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)
+    clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
+    return torch.min(ratio * advantages, clipped_ratio * advantages).mean()
+
+
+def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns, entropy,
+             clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
+    """The PPO objective on a minibatch of B steps as one loss for actor and critic, to minimise
+    (Schulman et al. 2017, eq. 9), with an entropy bonus that keeps the policy exploring. Inputs
+    have shape (B,). Returns the scalar loss and a dict of detached diagnostics."""
+    # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
+    logratio = new_logprob - old_logprob
+    ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
+    pg_loss = -surrogate(ratio, advantages, clip_coef)
+    # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
+    # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio,
+    # but here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
+    # Studies found this clip useless or harmful (Engstrom et al. 2020, Andrychowicz et al. 2021).
+    # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
+    # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]
+    v_loss_unclipped = (new_value - returns) ** 2
+    if clip_vloss:
+        v_clipped = old_value + torch.clamp(new_value - old_value, -clip_coef, clip_coef)
+        v_loss = 0.5 * torch.max(v_loss_unclipped, (v_clipped - returns) ** 2).mean()
+    else:
+        v_loss = 0.5 * v_loss_unclipped.mean()
+    # math: L(\theta) = -L^{CLIP} + c_1 L^{V} - c_2\, \mathbb{E}_t[H(\pi_\theta(\cdot|s_t))]
+    entropy_loss = entropy.mean()
+    loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss
+    with torch.no_grad():
+        # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old (J. Schulman, "Approximating KL
+        # divergence", 2020). k1 is unbiased but noisy and can be negative. k3 is unbiased and ≥ 0.
+        # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
+        # clipfrac is the share of samples with |r − 1| > ε. Some of them still give a gradient.
+        stats = {
+            "policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy_loss,
+            "old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),
+            "clipfrac": ((ratio - 1.0).abs() > clip_coef).float().mean(),
+        }
+    return loss, stats
+
+
+class RewardScaler:
+    """Reward scaling (continuous details 8-9), written out so that its state is in plain view."""
+
+    def __init__(self, num_envs: int, gamma: float):
+        self.return_rms, self.gamma = RunningMeanStd(()), gamma
+        self.discounted_return = np.zeros(num_envs)  # R_t of each env
+
+    def scale(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """(N,) -> (N,). Divide each reward by the std of R_t, a running discounted sum of past
+        rewards, as the reference code's VecNormalize does. It is not the std of the rewards
+        themselves. R_t is on the scale of a discounted return, so the value targets lose the
+        env's reward scale. The mean is not subtracted, so the sign of r is kept. The value
+        targets are then roughly the discounted returns divided by the std of R_t. That std
+        includes R_t's climb from 0 at each episode's start. So the targets' spread is at most of
+        order 1. Where the rewards keep one sign, their size is a few times 1, whatever the env's
+        own reward scale."""
+        # math: R_t = \gamma R_{t-1} + r_t
+        # math: \tilde r_t = \mathrm{clip}\big(r_t / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)
+        self.discounted_return = self.gamma * self.discounted_return + reward
+        self.return_rms.update(self.discounted_return)
+        self.discounted_return[done] = 0.0  # the next step starts a new episode
+        scaled = reward / np.sqrt(self.return_rms.var + 1e-8)
+        return np.clip(scaled, -10.0, 10.0)  # c = 10, as in the reference code
+
+
+def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
+    """Train with PPO, log to TensorBoard, and return the loop's `state()` at the end. `train(args)`
+    is the whole algorithm. A script's tooling, after `train`, passes its own `writer` (the run's
+    folder) and a `hook`, called at the start and after each update, through which it adds
+    checkpoints, --resume and guard rails."""
+    batch_size = args.num_envs * args.num_steps
+    minibatch_size = batch_size // args.num_minibatches
+    num_iterations = args.total_timesteps // batch_size
+    # --- seeding: Python, NumPy, torch (action sampling, minibatch order) and the envs ---
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
+    device = torch.device("cuda" if args.cuda else "cpu")
+
+    envs = make_vec_env(args.env_id, args.num_envs)
+    obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
+    act_dim = action_space.shape[0]
+    agent = Agent(obs_dim, act_dim, args.hidden_size).to(device)
+    reward_scaler = RewardScaler(args.num_envs, args.gamma)
+    # One optimiser for the actor and the critic, which share one loss.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
+    optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
+
+    # --- rollout storage, time-major: (T, N, ...) ---
+    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
+    # than in tensors. The whole rollout becomes tensors once, before GAE.
+    shape = (args.num_steps, args.num_envs)  # (T, N)
+    obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
+    actions_np = np.zeros((*shape, act_dim), dtype=np.float32)
+    # final_values: V(final obs) at the steps where an episode was truncated
+    logprobs_np, values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
+        np.zeros(shape, dtype=np.float32) for _ in range(6))
+
+    writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
+    table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
+    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
+
+    # Everything the loop needs to go on from the end of an update, by name. torch's random state
+    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. Add here and below any state you add to the
+    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
+    # without it. tools/resume_check.py finds what a resume loses.
+    def state() -> dict:
+        return {"agent": agent, "optimizer": optimizer, "reward_scaler": reward_scaler,
+                "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
+                "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
+
+    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
+        loop = hook(state())
+        agent, optimizer, reward_scaler = loop["agent"], loop["optimizer"], loop["reward_scaler"]
+        envs, next_obs_np, global_step = loop["envs"], loop["next_obs"], loop["global_step"]
+        episodic_returns = loop["episodic_returns"]
+        torch.set_rng_state(loop["rng"])
+    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
+        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
+        next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
+    start_time, start_step, last_print = time.time(), global_step, 0
+    for iteration in range(global_step // batch_size + 1, num_iterations + 1):
+        if args.anneal_lr:  # α_i = α (1 − (i − 1)/I) in iteration i of I
+            frac = 1.0 - (iteration - 1.0) / num_iterations
+            optimizer.param_groups[0]["lr"] = args.learning_rate * frac
+
+        # --- rollout: T steps in each of the N envs with the current policy π_θ ---
+        # Collecting needs no gradient, because the update recomputes log π and V.
+        # Inference mode is torch's no-gradient mode with the least bookkeeping.
+        with torch.inference_mode():
+            for step in range(args.num_steps):
+                global_step += args.num_envs
+                obs_np[step] = next_obs_np
+                next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
+                action, logprob, _, value = agent.get_action_and_value(next_obs)
+                action_np = action.cpu().numpy()
+                actions_np[step], logprobs_np[step], values_np[step] = (
+                    action_np, logprob.cpu().numpy(), value.cpu().numpy())
+                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
+                # keeps the sample itself, whose density is log π(a|s) (continuous detail 5).
+                env_action = np.clip(action_np, action_space.low, action_space.high)
+                next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
+                if args.norm_reward:  # the logs keep the raw rewards (infos["episode"])
+                    reward = reward_scaler.scale(reward, terminated | truncated)
+                rewards_np[step] = reward
+                terminations_np[step], truncations_np[step] = terminated, truncated
+                next_obs_np = next_obs_np.astype(np.float32)
+                if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
+                    idx = np.flatnonzero(truncated)
+                    final_obs_np = np.stack(infos["final_obs"][idx])
+                    final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
+                    final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
+                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
+                    episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
+                    writer.add_scalar("charts/episodic_return", episode_return, global_step)
+                    writer.add_scalar("charts/episodic_length", length, global_step)
+                    episodic_returns.append((global_step, float(episode_return)))
+
+        # --- bootstrap and advantages ---
+        obs, actions, logprobs, values, final_values, rewards, terminations, truncations = (
+            torch.tensor(x, device=device)  # (T, N, ...): copies, the arrays are refilled next
+            for x in (obs_np, actions_np, logprobs_np, values_np, final_values_np, rewards_np,
+                      terminations_np, truncations_np))  # rollout
+        with torch.no_grad():
+            next_obs = torch.from_numpy(next_obs_np).to(device)
+            next_value = agent.get_value(next_obs)  # V(s_T), (N,): for paths cut by the batch end
+        # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
+        # truncated. After a termination it is the reset observation's value, masked in GAE.
+        next_values = torch.cat([values[1:], next_value[None]])
+        next_values = torch.where(truncations.bool(), final_values, next_values)
+        # --no-bootstrap-truncation, an ablation, counts a truncation as a termination, as CleanRL.
+        terminal = (terminations if args.bootstrap_truncation
+                    else torch.maximum(terminations, truncations))
+        # The critic regresses on the λ-returns A + V, as in PPO's reference code, not on λ = 1.
+        advantages, returns = compute_gae(rewards, values, next_values, terminal, truncations,
+                                          args.gamma, args.gae_lambda)
+
+        # --- flatten the batch: (T, N, ...) -> (T·N, ...) ---
+        b_obs, b_actions = obs.reshape(-1, obs_dim), actions.reshape(-1, act_dim)
+        b_values, b_returns = values.reshape(-1), returns.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        b_logprobs = logprobs.reshape(-1)
+
+        # --- update: K epochs, each a random split of the batch into minibatch Adam steps ---
+        update_stats = []
+        for _epoch in range(args.update_epochs):
+            b_inds = torch.randperm(batch_size, device=device)
+            epoch_stats = []
+            for start in range(0, batch_size, minibatch_size):
+                mb_inds = b_inds[start:start + minibatch_size]
+                _, new_logprob, entropy, new_value = agent.get_action_and_value(b_obs[mb_inds],
+                                                                                b_actions[mb_inds])
+                mb_advantages = b_advantages[mb_inds]
+                # Normalised per minibatch (core detail 7). For the unclipped term r·Â, the mean is
+                # a baseline: E_{a~π_old}[∇r] = ∇ Σ_a π_θ(a|s) = 0, so the expected gradient stays.
+                # In the clipped loss it does more. Shifting Â changes which samples are clipped, so
+                # after the first minibatch it changes the expected update. Dividing by the std
+                # scales the policy term alone. Actor and critic are separate networks, so the
+                # critic's gradient does not change. But the policy term's weight against the
+                # entropy bonus, also on the actor, changes. So does the norm the shared clip sees,
+                # and when it clips, its one factor rescales the critic's gradient too.
+                if args.norm_adv:
+                    mb_advantages = ((mb_advantages - mb_advantages.mean())
+                                     / (mb_advantages.std() + 1e-8))
+                loss, stats = ppo_loss(new_logprob, b_logprobs[mb_inds], mb_advantages, new_value,
+                                       b_values[mb_inds], b_returns[mb_inds], entropy,
+                                       args.clip_coef, args.clip_vloss, args.ent_coef, args.vf_coef)
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # core detail 11
+                optimizer.step()
+                epoch_stats.append(stats)
+            update_stats += epoch_stats
+            # Early stop: the policy has already moved far from π_old. Spinning Up's PPO checks the
+            # KL after every step, against 1.5 × target. CleanRL checks once per epoch, the KL of
+            # the epoch's last minibatch. We check once per epoch too, on the mean over the epoch.
+            epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()
+            if args.target_kl is not None and epoch_kl > args.target_kl:
+                break
+
+        # --- log: every loss is the mean over all minibatches of this update ---
+        losses = {key: torch.stack([s[key] for s in update_stats]).mean().item()
+                  for key in update_stats[0]}
+        for key, value in losses.items():
+            writer.add_scalar(f"losses/{key}", value, global_step)
+        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
+        errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
+        explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        writer.add_scalar("charts/learning_rate", optimizer.param_groups[0]["lr"], global_step)
+        sps = (global_step - start_step) / (time.time() - start_time)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        if time.time() - last_print > 5 or iteration == num_iterations:
+            last_print = time.time()
+            recent = [r for _, r in episodic_returns[-20:]]
+            mean_return = f"{np.mean(recent):8.2f}" if recent else "     n/a"
+            eta = int((num_iterations * batch_size - global_step) / sps)
+            print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
+                  f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
+        if hook:  # The tooling: guard rails, checkpoints.
+            hook(state(), losses)
+    envs.close()
+    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
+    return state()
+
+
+if __name__ == "__main__":
+    train(tyro.cli(Args))

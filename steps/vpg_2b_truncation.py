@@ -1,0 +1,400 @@
+"""VPG with truncations bootstrapped: sub-step 3 of 5 from reinforce.py to vpg.py.
+
+The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into five
+sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_2b_truncation.py,
+vpg_3_gae.py, and vpg.py itself. Each file is the training algorithm only: the part of
+reinforce.py and vpg.py above their tooling. It has no input checks, evaluation or checkpoints.
+Its comments that name the tooling speak of the scripts. It runs with
+`python steps/vpg_2b_truncation.py`.
+
+What changes from vpg_2_rollout.py, one idea: the bootstrap of time-limit truncations. A time
+limit, such as CartPole's 500 steps, is no longer taken for the episode's end (Pardo et al.
+2018). The agent cannot see the clock, and the episode could have gone on. So its missing
+rewards are estimated by V of its real final observation. There the vector env returns the next
+episode's first observation, so the final one is read from infos["final_obs"] (`final_values`).
+A step's one `done` flag becomes two. A termination stops the return with no V term, and a
+truncation stops it with V(final obs):
+
+    R̂_t = r_t + γ (1 − terminated_t) V(s_{t+1})    if truncated_t, or t = T − 1
+    R̂_t = r_t + γ (1 − terminated_t) R̂_{t+1}       otherwise
+
+The batch's end is bootstrapped as in vpg_2_rollout.py. The idea needs a critic, not a cut batch:
+batches of whole episodes, as in vpg_1_baseline.py, could have this bootstrap too. It has the
+same price: where V is inexact, the bootstrapped R̂_t is biased.
+
+
+Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
+"""
+
+import functools
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn as nn
+import tyro
+from torch.utils.tensorboard import SummaryWriter
+
+
+@dataclass
+class Args:
+    # --- the algorithm ---
+    env_id: str = "CartPole-v1"
+    """Gymnasium env with Discrete or Box actions; module:EnvId for an env of your own"""
+    hidden_size: int = 64
+    """units in each of the two tanh hidden layers of the actor and of the critic"""
+    total_timesteps: int = 500_000
+    """environment steps to train for, summed over all envs"""
+    learning_rate: float = 3e-3
+    """Adam step size α of the policy, reinforce.py's (Spinning Up's pi_lr is 3e-4)"""
+    vf_learning_rate: float = 1e-3
+    """Adam step size of the critic (Spinning Up's vf_lr)"""
+    vf_iters: int = 80
+    """full-batch gradient steps on the critic per batch (Spinning Up's train_v_iters)"""
+    num_envs: int = 4
+    """N, environments stepped in parallel (one synchronous vector env)"""
+    num_steps: int = 1000
+    """T, steps per environment in each batch; batch size = N·T (Spinning Up: 4000 per epoch)"""
+    gamma: float = 0.99
+    """discount factor γ in [0, 1]"""
+    norm_adv: bool = False
+    """normalise the weights Â_t to mean 0, std 1 (renamed from --norm-returns: they were G_t)"""
+
+    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
+    seed: int = 1
+    """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
+    num_threads: int = 1
+    """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
+    cuda: bool = False
+    """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
+
+
+
+def make_env(env_id: str, **kwargs) -> gym.Env:
+    """The one place where an environment is made: training, evaluation and the input checks
+    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
+    (docs/own-env.md). Evaluation passes render_mode for videos."""
+    return gym.make(env_id, **kwargs)
+
+
+def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
+    # The step that ends an episode already returns the first observation of the next one.
+    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
+    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
+    # mode would spend one action per episode on a reset.
+    envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
+                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    # Adds infos["episode"] (return and length) at each episode's end, for the logs.
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+
+
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
+    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
+    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
+    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
+    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
+    # V takes 1.
+    nn.init.orthogonal_(layer.weight, std)
+    nn.init.constant_(layer.bias, 0.0)
+    return layer
+
+
+def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Sequential:
+    return nn.Sequential(
+        layer_init(nn.Linear(in_dim, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, hidden_size)), nn.Tanh(),
+        layer_init(nn.Linear(hidden_size, out_dim), std=out_std),
+    )
+
+
+class Agent(nn.Module):
+    """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
+    units (64 by default). The actor's output is the logits of a Categorical (Discrete actions)
+    or the mean of a diagonal Gaussian (Box actions), whose log-std is a learned vector that
+    does not depend on the state."""
+
+    def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
+        super().__init__()
+        # The one place where the action space decides the policy head. Box actions get a
+        # Gaussian, and Discrete ones a Categorical.
+        self.continuous = isinstance(action_space, gym.spaces.Box)
+        act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
+        self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
+        self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
+        if self.continuous:
+            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG. Most MuJoCo envs
+            # bound actions to [−1, 1], and Humanoid to ±0.4. With σ ≈ 0.61, about a tenth of the
+            # first action components fall outside [−1, 1] and reach the env clipped. With σ = 1,
+            # a third would. For a whole 6-dimensional action, as HalfCheetah's, some component
+            # falls outside 47% of the time, and 90% with σ = 1.
+            self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
+
+    def get_value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
+
+    def greedy_action(self, obs, memory=None):
+        """The greedy action for one observation (obs_dim,), and the memory the next call takes.
+        The greedy action is the most likely one for Discrete actions. For Box actions it is the
+        mean μ_θ(s), not yet clipped to the bounds. This policy has no memory, so it returns none.
+        Evaluation acts through this method alone. The rest of the tooling uses only the
+        constructor and nn.Module's own methods, never the layers."""
+        out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
+        return out if self.continuous else int(out.argmax()), None
+
+    def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
+        """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
+        Samples an action unless one is given (the update re-evaluates stored actions)."""
+        # Both distributions are written out, so that their formulas are on the page. Tests
+        # compare them with torch.distributions, so log σ is computed as log(σ), as it does.
+        if self.continuous:
+            mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
+            std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
+            if action is None:
+                action = torch.normal(mean, std)
+            # The action dimensions are independent, so the density is a product. So log-probs add
+            # up over the last axis, and so do the entropies.
+            # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
+            # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
+            log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
+                           - math.log(math.sqrt(2 * math.pi)))  # (B, act_dim)
+            logprob = log_density.sum(-1)
+            # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
+            entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
+            return action, logprob, entropy
+        # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
+        # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
+        logits = self.actor(obs)
+        log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
+        if action is None:
+            action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
+        logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the taken action
+        # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
+        entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
+        return action, logprob, entropy
+
+
+def compute_returns(rewards, next_values, terminations, truncations, gamma: float):
+    """Discounted rewards-to-go of every step of a rollout, bootstrapped where it cuts an episode.
+
+    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
+    observation that really followed step t. On a time-limit truncation, that is the episode's
+    final observation, not the reset observation the vector env returned.
+
+        R̂_t = r_t + γ (1 − terminated_t) V(s_{t+1})    if truncated_t, or t = T − 1
+        R̂_t = r_t + γ (1 − terminated_t) R̂_{t+1}       otherwise
+
+    A terminated step has no future, so it does not bootstrap. A truncated step was cut by a time
+    limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
+    2018). Either way the sum stops: R̂_{t+1} belongs to the next episode. A rollout that ends
+    mid-episode bootstraps from V(s_T) at its last step.
+
+    Only rewards from t on appear. An action cannot change the rewards that came before it, so
+    dropping them leaves the gradient's expectation unchanged and usually lowers its variance.
+    """
+    returns = torch.zeros_like(rewards)
+    next_return = next_values[-1]  # (N,): the batch's end cuts the last step, so V bootstraps it
+    for t in reversed(range(rewards.shape[0])):
+        future = torch.where(truncations[t].bool(), next_values[t], next_return)  # V at a cut
+        next_return = rewards[t] + gamma * (1.0 - terminations[t]) * future
+        returns[t] = next_return
+    return returns
+
+
+def vpg_loss(logprob, advantages):
+    """The policy-gradient surrogate on a batch of B steps, as a loss to minimise. Inputs have
+    shape (B,).
+
+    Its gradient is minus the policy-gradient estimate with Ψ_t = Â_t (Schulman et al. 2016,
+    eq. 1), averaged over the B steps of the batch. reinforce.py's loss is a mean over steps
+    too. Against its ĝ, a mean over episodes, that is a factor |D|/B, one over the mean episode
+    length, and it drifts as episodes lengthen. Here a batch is N segments of a fixed T steps,
+    cut mid-episode, and no per-episode mean exists. The mean over B = N·T steps is a fixed
+    factor, to which Adam is blind. Its value is no measure of how well the policy performs:
+    judge a run by its returns.
+    """
+    # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t
+    # math: -\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,\hat A_t
+    return -(logprob * advantages).mean()
+
+
+def value_loss(value, returns):
+    """Mean squared error of the critic against its targets. Inputs have shape (B,)."""
+    # math: L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2
+    return ((value - returns) ** 2).mean()
+
+
+def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
+    """Train with VPG, log to TensorBoard, and return the loop's `state()` at the end. `train(args)`
+    is the whole algorithm. A script's tooling, after `train`, passes its own `writer` (the run's
+    folder) and a `hook`, called at the start and after each update, through which it adds
+    checkpoints, --resume and guard rails."""
+    batch_size = args.num_envs * args.num_steps
+    num_iterations = args.total_timesteps // batch_size
+    # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
+    device = torch.device("cuda" if args.cuda else "cpu")
+
+    envs = make_vec_env(args.env_id, args.num_envs)
+    obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
+    agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
+    # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
+    # step counts.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
+    # 2022). `fused` updates all weights in one kernel.
+    policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
+    pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
+    vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
+                                    fused=True)
+
+    # --- rollout storage, time-major: (T, N, ...) ---
+    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
+    # than in tensors. The whole rollout becomes tensors once, before the returns.
+    shape = (args.num_steps, args.num_envs)  # (T, N)
+    obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
+    actions_np = np.zeros((*shape, *action_space.shape),
+                          dtype=np.float32 if agent.continuous else np.int64)
+    # final_values: V(final obs) at the steps where an episode was truncated
+    values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
+        np.zeros(shape, dtype=np.float32) for _ in range(5))
+
+    writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
+    table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
+    writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
+    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
+
+    # Everything the loop needs to go on from the end of an update, by name. torch's random state
+    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
+    # at the start, read below by the same names. Add here and below any state you add to the
+    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
+    # without it. tools/resume_check.py finds what a resume loses.
+    def state() -> dict:
+        return {"agent": agent, "pi_optimizer": pi_optimizer, "vf_optimizer": vf_optimizer,
+                "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
+                "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
+
+    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
+        loop = hook(state())
+        agent, pi_optimizer = loop["agent"], loop["pi_optimizer"]
+        vf_optimizer, envs, next_obs_np = loop["vf_optimizer"], loop["envs"], loop["next_obs"]
+        global_step, episodic_returns = loop["global_step"], loop["episodic_returns"]
+        torch.set_rng_state(loop["rng"])
+    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
+        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
+        next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
+    start_time, start_step, last_print = time.time(), global_step, 0
+    for iteration in range(global_step // batch_size + 1, num_iterations + 1):
+        # --- rollout: T steps in each of the N envs with the current policy π_θ ---
+        # Collecting needs no gradient, because the update recomputes log π and V.
+        # Inference mode is torch's no-gradient mode with the least bookkeeping.
+        with torch.inference_mode():
+            for step in range(args.num_steps):
+                global_step += args.num_envs
+                obs_np[step] = next_obs_np
+                next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
+                action, _, _ = agent.get_action(next_obs)
+                value = agent.get_value(next_obs)
+                action_np = action.cpu().numpy()
+                actions_np[step], values_np[step] = action_np, value.cpu().numpy()
+                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
+                # keeps the sample itself, whose log-probability is the one the gradient needs.
+                env_action = action_np
+                if agent.continuous:
+                    env_action = np.clip(action_np, action_space.low, action_space.high)
+                next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
+                rewards_np[step] = reward
+                terminations_np[step], truncations_np[step] = terminated, truncated
+                next_obs_np = next_obs_np.astype(np.float32)
+                if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
+                    idx = np.flatnonzero(truncated)
+                    final_obs_np = np.stack(infos["final_obs"][idx])
+                    final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
+                    final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
+                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
+                    episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
+                    writer.add_scalar("charts/episodic_return", episode_return, global_step)
+                    writer.add_scalar("charts/episodic_length", length, global_step)
+                    episodic_returns.append((global_step, float(episode_return)))
+
+        # --- bootstrap and advantages ---
+        obs, actions, values, final_values, rewards, terminations, truncations = (
+            torch.tensor(x, device=device)  # (T, N, ...): copies, the arrays are refilled next
+            for x in (obs_np, actions_np, values_np, final_values_np, rewards_np, terminations_np,
+                      truncations_np))  # rollout
+        with torch.no_grad():
+            next_obs = torch.from_numpy(next_obs_np).to(device)
+            next_value = agent.get_value(next_obs)  # V(s_T), (N,): for paths cut by the batch end
+        # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
+        # truncated. After a termination it is the reset observation's value, masked below.
+        next_values = torch.cat([values[1:], next_value[None]])
+        next_values = torch.where(truncations.bool(), final_values, next_values)
+        returns = compute_returns(rewards, next_values, terminations, truncations, args.gamma)
+        # The critic's V(s_t) is the baseline. Its targets R̂_t are these same returns.
+        advantages = returns - values  # Â_t, (T, N)
+
+        # --- flatten the batch: (T, N, ...) -> (T·N, ...) ---
+        b_obs, b_actions = obs.reshape(-1, obs_dim), actions.reshape(-1, *action_space.shape)
+        b_values, b_returns = values.reshape(-1), returns.reshape(-1)
+        b_advantages = advantages.reshape(-1)
+        # Normalised over the batch, as in Spinning Up. Dividing by the std only rescales the
+        # step. Subtracting the mean is a baseline. It changes this batch's estimate, its
+        # direction too, but not its expectation, since E[∇ log π] = 0. Taking the mean from the
+        # same batch adds a small bias.
+        if args.norm_adv:
+            b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
+
+        # --- update: one policy-gradient step on θ, then vf_iters critic steps on φ ---
+        _, logprob, entropy = agent.get_action(b_obs, b_actions)
+        pg_loss = vpg_loss(logprob, b_advantages)
+        pi_optimizer.zero_grad()
+        pg_loss.backward()
+        pi_optimizer.step()
+        v_losses = []
+        for _ in range(args.vf_iters):
+            v_loss = value_loss(agent.get_value(b_obs), b_returns)
+            vf_optimizer.zero_grad()
+            v_loss.backward()
+            vf_optimizer.step()
+            v_losses.append(v_loss.detach())
+        # How far the one step moved the policy: the k3 estimate of KL[π_old ‖ π_θ], with
+        # r = π_θ / π_old (J. Schulman, "Approximating KL divergence", 2020).
+        # math: k_3 = \mathbb{E}_t[(r_t - 1) - \log r_t]
+        with torch.no_grad():
+            _, new_logprob, _ = agent.get_action(b_obs, b_actions)
+            logratio = new_logprob - logprob.detach()
+            approx_kl = ((logratio.exp() - 1) - logratio).mean()
+
+        # --- log: the value loss is the mean over the critic steps of this update ---
+        losses = {"policy_loss": pg_loss.item(), "value_loss": torch.stack(v_losses).mean().item(),
+                  "entropy": entropy.mean().item(), "approx_kl": approx_kl.item()}
+        for key, value in losses.items():
+            writer.add_scalar(f"losses/{key}", value, global_step)
+        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
+        errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
+        explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
+        writer.add_scalar("losses/explained_variance", explained_var, global_step)
+        sps = (global_step - start_step) / (time.time() - start_time)
+        writer.add_scalar("charts/SPS", sps, global_step)
+        if time.time() - last_print > 5 or iteration == num_iterations:
+            last_print = time.time()
+            recent = [r for _, r in episodic_returns[-20:]]
+            mean_return = f"{np.mean(recent):8.2f}" if recent else "     n/a"
+            eta = int((num_iterations * batch_size - global_step) / sps)
+            print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
+                  f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
+        if hook:  # The tooling: guard rails, checkpoints.
+            hook(state(), losses)
+    envs.close()
+    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
+    return state()
+
+
+if __name__ == "__main__":
+    train(tyro.cli(Args))
