@@ -27,10 +27,11 @@ Hopper and Walker2d, and Pendulum. ppo_discrete.py takes `Discrete` ones.
 
 Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
 
-What changes from ppo_discrete.py: three steps (docs/ppo_discrete-to-ppo_continuous.html).
+What changes from ppo_discrete.py: four steps (docs/ppo_discrete-to-ppo_continuous.html).
 steps/ppo_continuous_1_gaussian.py brings a Gaussian policy for Box actions. The tooling's
-evaluation acts with its mean action. steps/ppo_continuous_2_norm.py normalises observations and
-scales rewards. benchmarks/ABLATIONS.md measures what each buys. This file sets the defaults.
+evaluation acts with its mean action. steps/ppo_continuous_1b_reward_scaling.py scales rewards.
+steps/ppo_continuous_2_norm.py normalises observations. benchmarks/ABLATIONS.md measures what
+each buys. This file sets the defaults.
 
 What changes from ppo_continuous_2_norm.py: CleanRL's defaults for MuJoCo. They are those of its
 `ppo_continuous_action.py`: HalfCheetah-v4 for 1M steps, one env × 2048 steps, 32 minibatches, 10
