@@ -21,8 +21,8 @@ which usually lowers the variance a lot (the baseline of least variance weights 
 before this batch, so it does not depend on the batch's actions. The rest stays reinforce.py's:
 batches of complete episodes, a time-limit cut taken as the episode's end, and no normalisation
 by default (`--norm-adv` normalises Â_t as `--norm-returns` did G_t). The baseline is thus the
-only change. On CartPole-v1 its effect is small: at the tests' budget (150k steps, seed 1)
-reinforce.py reaches 379 and this file 384.
+only change to the algorithm. On CartPole-v1 its effect is small: at the tests' budget (150k
+steps, seed 1) reinforce.py reaches 379 and this file 384.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """
