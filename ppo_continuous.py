@@ -9,9 +9,9 @@
     3. Bootstrap the batch's end with V(s_T). Compute the GAE-λ advantages Â (`compute_gae`).
        The critic's targets are the λ-returns Â + V.
     4. For K epochs, or until an epoch's mean KL exceeds `--target-kl`, shuffle the batch into
-       minibatches (`--- update ---`).
-    5. On each minibatch, normalise Â, then take one Adam step on the loss (`ppo_loss`): the
-       clipped surrogate (`surrogate`), the value loss and the entropy bonus (`--- log ---`).
+       minibatches (`--- update ---`). On each, normalise Â, then take one Adam step on the loss
+       (`ppo_loss`): the clipped surrogate (`surrogate`), the value loss and the entropy bonus.
+    5. Log each loss as its mean over all the update's minibatches (`--- log ---`).
 
 Schulman, Wolski, Dhariwal, Radford and Klimov (2017), "Proximal policy optimization
 algorithms" (arXiv:1707.06347), its clipped variant.
@@ -312,7 +312,8 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
     # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio,
     # but here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
-    # Studies found this clip useless or harmful (Engstrom et al. 2020, Andrychowicz et al. 2021).
+    # Engstrom et al. (2020) saw no gain from this clip. Andrychowicz et al. (2021) saw it hurt.
+    # --no-clip-vloss turns it off, and benchmarks/ABLATIONS.md compares the two.
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
     # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]
     v_loss_unclipped = (new_value - returns) ** 2

@@ -7,9 +7,9 @@
     3. Bootstrap the batch's end with V(s_T). Compute the GAE-λ advantages Â (`compute_gae`).
        The critic's targets are the λ-returns Â + V.
     4. For K epochs, or until an epoch's mean KL exceeds `--target-kl`, shuffle the batch into
-       minibatches (`--- update ---`).
-    5. On each minibatch, normalise Â, then take one Adam step on the loss (`ppo_loss`): the
-       clipped surrogate (`surrogate`), the value loss and the entropy bonus (`--- log ---`).
+       minibatches (`--- update ---`). On each, normalise Â, then take one Adam step on the loss
+       (`ppo_loss`): the clipped surrogate (`surrogate`), the value loss and the entropy bonus.
+    5. Log each loss as its mean over all the update's minibatches (`--- log ---`).
 
 Schulman, Wolski, Dhariwal, Radford and Klimov (2017), "Proximal policy optimization
 algorithms" (arXiv:1707.06347), its clipped variant.
@@ -36,8 +36,7 @@ several, as openai/baselines' ppo2 and CleanRL's `ppo.py` have them.
 - One loss and one Adam serve actor and critic. The loss adds an entropy bonus and a clipped
   value term. They take the place of the critic's own Adam and its 80 steps.
 - The step size α decays linearly (`--anneal-lr`), and the gradient's norm is clipped.
-- V's targets are the λ-returns, not the λ = 1 returns. Â is normalised per minibatch, not per
-  batch.
+- V's targets are the λ-returns, not λ = 1 ones. Â is normalised per minibatch, not per batch.
 - The policy has a Categorical head alone (ppo_continuous.py takes Box actions). One call gives
   the action and V (`get_action_and_value`).
 - A flag treats a truncation as a termination, for an ablation. The logs gain clipfrac,
@@ -256,7 +255,8 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
     # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio,
     # but here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
-    # Studies found this clip useless or harmful (Engstrom et al. 2020, Andrychowicz et al. 2021).
+    # Engstrom et al. (2020) saw no gain from this clip. Andrychowicz et al. (2021) saw it hurt.
+    # --no-clip-vloss turns it off, and benchmarks/ABLATIONS.md compares the two.
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
     # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]
     v_loss_unclipped = (new_value - returns) ** 2

@@ -3,7 +3,7 @@
     REINFORCE, one iteration of `train`:
     1. Play complete episodes with π_θ in N envs, --batch-size steps or more (`--- rollout ---`).
     2. Compute the rewards-to-go G_t of each step, within its episode (`compute_returns`).
-    3. With `--norm-returns`, normalise G over the batch.
+    3. With `--norm-returns`, normalise G over the batch (`--- returns ---`).
     4. Take one Adam step on the loss −(1/B) Σ_t log π_θ(a_t|s_t) G_t (`reinforce_loss`).
     5. Measure how far the step moved the policy, then log (`--- log ---`).
 

@@ -23,10 +23,12 @@ LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
 
 Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
 
-What changes from reinforce.py: five steps, each a file in steps/ that runs
-(docs/reinforce-to-vpg.html): a learned baseline V_φ(s_t), a batch cut at T steps per env and
-bootstrapped at its end, the bootstrap of time-limit truncations, GAE-λ, and Â normalised. The
-policy's step size (3e-3) and the budget (500k steps) stay reinforce.py's throughout.
+What changes from reinforce.py: five steps, each a file that runs: steps/vpg_1_baseline.py,
+steps/vpg_2_rollout.py, steps/vpg_2b_truncation.py, steps/vpg_3_gae.py, then this file
+(docs/reinforce-to-vpg.html). They bring a learned baseline V_φ(s_t), a batch cut at T steps per
+env and bootstrapped at its end, the bootstrap of time-limit truncations, GAE-λ, and Â
+normalised. The policy's step size (3e-3) and the budget (500k steps) stay reinforce.py's
+throughout.
 
 What changes from vpg_3_gae.py, one idea: advantages normalised over the batch. Â is always
 normalised to mean 0 and std 1 over the batch, as Spinning Up does. The steps before had a flag

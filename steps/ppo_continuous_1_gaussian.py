@@ -240,7 +240,8 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
     # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio,
     # but here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
-    # Studies found this clip useless or harmful (Engstrom et al. 2020, Andrychowicz et al. 2021).
+    # Engstrom et al. (2020) saw no gain from this clip. Andrychowicz et al. (2021) saw it hurt.
+    # --no-clip-vloss turns it off, and benchmarks/ABLATIONS.md compares the two.
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
     # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]
     v_loss_unclipped = (new_value - returns) ** 2

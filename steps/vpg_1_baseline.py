@@ -23,9 +23,9 @@ they hold changes. The loss's weights are now Â_t, not G_t, so `reinforce_loss`
 `advantages`, and `--norm-returns` becomes `--norm-adv`. The loss keeps its name. Williams's
 REINFORCE already allows a baseline, and Sutton & Barto (2018, §13.4) call this REINFORCE with
 baseline. The rest stays reinforce.py's: batches of complete episodes, a time-limit cut taken as
-the episode's end, and no normalisation by default. The baseline is thus the only change. On
-CartPole-v1 its effect is small: at the tests' budget (150k steps, seed 1) reinforce.py reaches
-379 and this file 384.
+the episode's end, and no normalisation by default. The baseline is thus the only change to the
+algorithm. On CartPole-v1 its effect is small: at the tests' budget (150k steps, seed 1)
+reinforce.py reaches 379 and this file 384.
 
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
