@@ -168,13 +168,17 @@ SECTIONS = [
         Eq("eq-advantage", r"\begin{array}{c} V^\pi(s_t) = \mathbb{E}\big[G_t \mid s_t\big],"
                            r" \qquad Q^\pi(s_t, a_t) = \mathbb{E}\big[G_t \mid s_t, a_t\big], \\"
                            r" A^\pi(s_t, a_t) = Q^\pi(s_t, a_t) - V^\pi(s_t) \end{array}"),
-        "The policy-gradient theorem follows from {eq:eq-reward-to-go}. There the weight "
-        "$\\nabla_\\theta\\log\\pi_\\theta(a_t|s_t)$ depends on $s_t$ and $a_t$ alone. So, inside the "
-        "expectation, $G_t$ may be replaced by its expectation given them. That is $Q^\\pi(s_t, a_t)$ when the "
-        "state is Markov: what follows $s_t$ and $a_t$ does not depend on t or on the path that led there. "
-        "Given $s_t$, the expectation over $a_t$ is a sum weighted by $\\pi_\\theta$. Each term "
-        "$\\pi_\\theta\\nabla_\\theta\\log\\pi_\\theta$ is $\\nabla_\\theta\\pi_\\theta$. Summed over "
-        "the steps, each state counts as often as an episode visits it on average, "
+        "The policy-gradient theorem follows from {eq:eq-reward-to-go}, in three steps:",
+        "- The weight $\\nabla_\\theta\\log\\pi_\\theta(a_t|s_t)$ depends on $s_t$ and $a_t$ alone. So, "
+        "inside the expectation, $G_t$ may be replaced by its expectation given them. This step assumes "
+        "nothing.\n"
+        "- Take the state to be Markov: what follows $s_t$ and $a_t$ depends on them alone, not on t or on "
+        "the path that led there. Then the expectation of $G_t$ given them is the same function "
+        "$Q^\\pi(s_t, a_t)$ at every step. This is where the assumption enters.\n"
+        "- Given $s_t$, the expectation over $a_t$ is a sum weighted by $\\pi_\\theta$. Each term "
+        "$\\pi_\\theta\\nabla_\\theta\\log\\pi_\\theta$ is $\\nabla_\\theta\\pi_\\theta$. Since "
+        "$Q^\\pi$ does not depend on t, the sum over the steps gathers each state's terms into one. The "
+        "state then counts as often as an episode visits it on average, "
         "$d^\\pi(s) = \\sum_t \\Pr(s_t = s)$. Here $\\Pr(s_t = s)$ is the probability that the episode is "
         "still running at step t and is in s.",
         Eq("eq-pg-theorem", r"\begin{array}{rl} \nabla_\theta J &= \sum_t \mathbb{E}\big[\nabla_\theta\log\pi_\theta(a_t|s_t)\,"
@@ -186,9 +190,15 @@ SECTIONS = [
         "they allow in episodic tasks. Its point: the gradient holds no derivative of $d^\\pi$. Changing θ "
         "changes which states are visited, yet the gradient needs no model of how. Sutton et al. prove it "
         "by unrolling the Bellman equation of $V^\\pi$. The route here goes through the probability of an "
-        "episode instead. A time limit that the agent cannot see breaks the Markov assumption a little. "
-        "The trajectory forms {eq:eq-pg} and {eq:eq-reward-to-go} do not need it. Subtracting "
-        "$V^\\pi(s_t)$, a baseline, from $Q^\\pi$ leaves the advantage:",
+        "episode instead. For γ < 1 their $d^\\pi$ weights a visit at step t by $\\gamma^t$. The scripts "
+        "discount the rewards but weigh every step alike. So they follow the $g^\\gamma$ of "
+        "{sec:reward-to-go}, not the theorem's discounted gradient.",
+        "A time limit that the agent cannot see breaks the Markov assumption a little. Near the limit, the "
+        "same state has less future left. The trajectory forms {eq:eq-pg} and {eq:eq-reward-to-go} do not "
+        "need the assumption. Their derivation used only that the environment's factors in "
+        "{eq:eq-log-trajectory} do not depend on θ. Those factors could depend on t or on the whole past, "
+        "and they would still drop out. Subtracting $V^\\pi(s_t)$, a baseline, from $Q^\\pi$ "
+        "leaves the advantage:",
         Eq("eq-pg-advantage", r"\nabla_\theta J = \mathbb{E}\big[\sum_t"
                               r" \nabla_\theta\log\pi_\theta(a_t|s_t)\, A^\pi(s_t, a_t)\big]"),
         "$V^\\pi$, and so $A^\\pi$, is not known. The scripts with a critic learn an estimate $V_\\phi$. They "
@@ -449,13 +459,16 @@ SECTIONS = [
                 "loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss")),
         "The paper's value error is the plain squared error. PPO's reference code, OpenAI Baselines' ppo2, "
         "also clips the critic's change (Huang et al. 2022, core detail 9). It keeps a clipped prediction "
-        "$V^{clip}$ within ε of the rollout's prediction $V_{old}$, and takes the larger of the two squared "
-        "errors. What that does to one sample's gradient:",
+        "$V^{clip}$ within ε of the rollout's prediction $V_{old}$, with the ε of the ratio's clip. It then "
+        "takes the larger of the two squared errors. What that does to one sample's gradient:",
         "- While $V_\\theta(s_t)$ stays within ε of $V_{old}$, the two errors are equal and the gradient is "
         "the plain one.\n"
-        "- Once $V_\\theta(s_t)$ has moved more than ε from $V_{old}$ toward the target $\\hat R_t$, the "
-        "clipped error is the larger. Its gradient is zero, so this sample stops pulling V further.\n"
-        "- A prediction that moved more than ε away from its target keeps the plain error's full gradient back.\n"
+        "- Once $V_\\theta(s_t)$ is more than ε from $V_{old}$, $V^{clip}$ stays at $V_{old} \\pm \\epsilon$. If "
+        "$V_\\theta(s_t)$ is now nearer the target $\\hat R_t$ than $V^{clip}$ is, the clipped error is the "
+        "larger. Its gradient is zero, so this sample stops pulling V further.\n"
+        "- If $V_\\theta(s_t)$ is farther from the target than $V^{clip}$ is, the plain error is the larger. "
+        "Its full gradient pulls V back toward the target. That happens when V moved away from the target, "
+        "or past it.\n"
         "So it is the critic's analogue of the min in $L^{CLIP}$. As there, other samples can still carry V "
         "past the clip, since they share the weights.",
         "The same ε means something else here. For the ratio it has no unit: 0.2 allows a 20% change of a "
@@ -463,11 +476,13 @@ SECTIONS = [
         "unscaled: each step gives 1. With γ = 0.99 the targets approach $1/(1-\\gamma) = 100$ as episodes "
         "grow long. A sample then stops pulling its prediction after 0.2 of a gap that can be tens. "
         "ppo_continuous.py scales its rewards ({eq:eq-reward-scaling}), so there ε is measured against returns "
-        "of order 1. Stable-Baselines3's documentation warns, for this reason, that its value clip depends on "
+        "of order 1. Stable-Baselines3's documentation warns that its value clip, `clip_range_vf`, depends on "
         "the reward scaling.",
         "The evidence does not favour the clip. Engstrom et al. (2020) found no evidence that it helps. "
-        "Andrychowicz et al. (2021, choice C13, their figure 43) found that it hurts. This project has not "
-        "measured it yet: benchmarks/ABLATIONS.md holds no run of `--no-clip-vloss`. ppo_discrete.py and "
+        "Andrychowicz et al. (2021, choice C13, their figure 43) found that it hurts, whatever its threshold, "
+        "on five continuous-control tasks. This project's own ablation of `--no-clip-vloss`, on "
+        "CartPole-v1, Pendulum-v1 and Hopper-v4, has its rows in benchmarks/ABLATIONS.md. Its runs had not "
+        "finished when this page was written. ppo_discrete.py and "
         "ppo_continuous.py clip by default, as the reference code does, and `--no-clip-vloss` turns it off. "
         "ppo_recurrent.py clips only with `--clip-vloss`, since RL Zoo and SB3 do not clip by default. "
         "The course brings the clip, with the other details of the reference code, in the step to "
