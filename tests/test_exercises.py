@@ -49,7 +49,7 @@ def definitions(tree: ast.Module) -> dict[str, ast.AST]:
 # Each block cut from a function, by its anchors: the first and the last line of the code it cuts
 # (stripped). The comment lines among them stay.
 BLOCK_CUTS = {
-    ("if truncated.any():",): ("if truncated.any():  # bootstrap a cut episode with V of its real final observation",
+    ("if truncated.any():",): ("if truncated.any():  # Bootstrap a cut episode with V of its real final observation.",
                                "final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()"),
     ("next_value = agent.get_value(next_obs)", "next_values = torch.where("): (
         "with torch.no_grad():", "next_values = torch.where(truncations.bool(), final_values, next_values)"),
