@@ -259,8 +259,9 @@ def known_values() -> tuple[np.ndarray, np.ndarray]:
     values += speed_values(json.loads((BENCH / "SPEED.json").read_text()))
     values += [x for pair in presets.CLEANRL_V4.values() for x in pair]
     values += [float(v.strip("~")) for row in presets.PPO_PAPER_FIGURE3.values() for v in row]
-    values += numbers_in(list(presets.REFERENCES.values()))
-    pairs += list(presets.CLEANRL_V4.values()) + pairs_in(presets.REFERENCES.values())
+    values += numbers_in(list(presets.REFERENCES.values()) + list(presets.RL_ZOO_RECURRENT.values()))
+    pairs += (list(presets.CLEANRL_V4.values()) + pairs_in(presets.REFERENCES.values())
+              + pairs_in(presets.RL_ZOO_RECURRENT.values()))
     values += settings()
     return np.unique(np.asarray(values, dtype=float)), np.asarray(pairs, dtype=float)
 
