@@ -74,7 +74,8 @@ LADDER = [
               Part("ppo_continuous", "train", block=("for _epoch in range(args.update_epochs):",))],
              "update_epochs times: a new random order of the batch, cut into num_minibatches minibatches, each "
              "one Adam step on ppo_loss (Â normalised per minibatch, gradient clipped), its stats added to "
-             "update_stats; after each epoch, stop if its mean approx_kl > target_kl"),
+             "update_stats; after each epoch, stop if its mean approx_kl > target_kl (the grader also takes "
+             "CleanRL's test of the epoch's last minibatch)"),
     Exercise(12, "TRPO's step: its length, and the backtracking line search",
              [Part("trpo", "trpo_step", block=("full_step = ",)), Part("trpo", "trpo_step.acceptable"),
               Part("trpo", "line_search")],
