@@ -37,14 +37,14 @@ whose state carries the past of the episode. That idea brings three changes to t
 - The rollout stores each env's recurrent state at the start of the segment, and a flag per step
   that says where an episode starts. The state is set to 0 at every episode start.
 - A minibatch is a set of whole env sequences, not a random set of steps. The update replays each
-  sequence from its stored start state, one step at a time, with the same resets. Only then is
-  the replayed π_θ the rollout's π_θ_old before the first Adam step.
+  sequence from its stored start state, with the same resets. Only then is the replayed π_θ the
+  rollout's π_θ_old before the first Adam step.
 - A truncated episode is bootstrapped with V(final obs) from the state that saw the episode.
-Two pieces come from ppo_continuous.py, not from memory: the Gaussian head for Box actions, and
-observation normalisation. The defaults are RL Zoo's for CartPoleNoVel-v1
+Three pieces come from ppo_continuous.py, not from memory: the Gaussian head for Box actions,
+observation normalisation and reward scaling. The defaults are RL Zoo's for CartPoleNoVel-v1
 (hyperparams/ppo_lstm.yml): ReLU heads with PyTorch's initialisation, no value clipping, no
 entropy bonus, and the differences said in `Args`. RL Zoo's `normalize: True` is VecNormalize's
-default, which scales the rewards too. This script normalises the observations only. On
+default, which normalises the observations and scales the rewards, as this script does. On
 CartPoleNoVel-v1 at 99,840 steps, seeds 1-5, the returns are in benchmarks/RESULTS.md, beside
 the feed-forward ppo_discrete.py on the same env.
 
@@ -68,6 +68,7 @@ checkpoints) can be skipped on a first reading.
 """
 
 import functools
+import itertools
 import math
 import os
 import random
@@ -124,7 +125,9 @@ class Args:
     bootstrap_truncation: bool = True
     """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
     norm_obs: bool = True
-    """normalise observations by running statistics, as ppo_continuous.py (RL Zoo: rewards too)"""
+    """normalise observations by running statistics, as ppo_continuous.py (RL Zoo: VecNormalize)"""
+    norm_reward: bool = True
+    """scale rewards by the std of the running discounted return, as ppo_continuous.py (RL Zoo)"""
 
     # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
     seed: int = 1
@@ -235,8 +238,8 @@ class Agent(nn.Module):
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.hidden_size = hidden_size
-        self.actor_lstm = nn.LSTMCell(obs_dim, hidden_size)
-        self.critic_lstm = nn.LSTMCell(obs_dim, hidden_size)
+        self.actor_lstm = nn.LSTM(obs_dim, hidden_size)  # time-major: inputs (T, B, obs_dim)
+        self.critic_lstm = nn.LSTM(obs_dim, hidden_size)
         self.actor_head = head(hidden_size, act_dim)
         self.critic_head = head(hidden_size, 1)
         if self.continuous:  # log σ = 0 (σ = 1) at the start, as in ppo_continuous.py
@@ -270,20 +273,24 @@ class Agent(nn.Module):
     def unroll(self, obs, state, episode_starts):
         """obs (T, B, obs_dim), the state before step 0 (B, 4H) and episode_starts (T, B), 1 where
         obs[t] is an episode's first observation -> the outputs of the actor's and the critic's
-        LSTM (T, B, H) each, and the state after step T − 1 (B, 4H). One step at a time, because
-        the state must be reset between steps. The rollout calls it with T = 1."""
+        LSTM (T, B, H) each, and the state after step T − 1 (B, 4H). The rollout calls it with
+        T = 1. An LSTM runs a whole sequence in one call, much faster than step by step, but its
+        state can be reset only between calls. So the T steps are cut before each step where
+        some env's episode starts, and each stretch between cuts is one call. Cut or not, the
+        LSTM computes the same numbers: the replay gives back the rollout's outputs exactly."""
+        cuts = [t for t in range(1, obs.shape[0]) if episode_starts[t].any()]
         actor_out, critic_out = [], []
-        for t in range(obs.shape[0]):
+        for begin, end in itertools.pairwise([0, *cuts, obs.shape[0]]):
             # A new episode must not see the last one: its state starts at 0, as at the start.
             # math: (h_{t-1}, c_{t-1}) \leftarrow (1 - \mathrm{start}_t)\,(h_{t-1}, c_{t-1})
-            state = state * (1.0 - episode_starts[t])[:, None]
-            h_actor, c_actor, h_critic, c_critic = state.chunk(4, dim=-1)  # (B, H) each
-            h_actor, c_actor = self.actor_lstm(obs[t], (h_actor, c_actor))
-            h_critic, c_critic = self.critic_lstm(obs[t], (h_critic, c_critic))
-            state = torch.cat([h_actor, c_actor, h_critic, c_critic], dim=-1)
-            actor_out.append(h_actor)
-            critic_out.append(h_critic)
-        return torch.stack(actor_out), torch.stack(critic_out), state
+            state = state * (1.0 - episode_starts[begin])[:, None]
+            h_actor, c_actor, h_critic, c_critic = state[None].chunk(4, dim=-1)  # (1, B, H) each
+            out, (h_actor, c_actor) = self.actor_lstm(obs[begin:end], (h_actor, c_actor))
+            actor_out.append(out)
+            out, (h_critic, c_critic) = self.critic_lstm(obs[begin:end], (h_critic, c_critic))
+            critic_out.append(out)
+            state = torch.cat([h_actor, c_actor, h_critic, c_critic], dim=-1)[0]
+        return torch.cat(actor_out), torch.cat(critic_out), state
 
     def get_value(self, obs, state, episode_starts):
         """obs (T, B, obs_dim), state (B, 4H), episode_starts (T, B) -> V (T, B), state (B, 4H)."""
@@ -423,6 +430,31 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     return loss, stats
 
 
+class RewardScaler:
+    """Reward scaling (continuous details 8-9), written out so that its state is in plain view."""
+
+    def __init__(self, num_envs: int, gamma: float):
+        self.return_rms, self.gamma = RunningMeanStd(()), gamma
+        self.discounted_return = np.zeros(num_envs)  # R_t of each env
+
+    def scale(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
+        """(N,) -> (N,). Divide each reward by the std of R_t, a running discounted sum of past
+        rewards, as the reference code's VecNormalize does. It is not the std of the rewards
+        themselves. R_t is on the scale of a discounted return, so the value targets lose the
+        env's reward scale. The mean is not subtracted, so the sign of r is kept. The value
+        targets are then roughly the discounted returns divided by the std of R_t. That std
+        includes R_t's climb from 0 at each episode's start. So the targets' spread is at most of
+        order 1. Where the rewards keep one sign, their size is a few times 1, whatever the env's
+        own reward scale."""
+        # math: R_t = \gamma R_{t-1} + r_t
+        # math: \tilde r_t = \mathrm{clip}\big(r_t / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)
+        self.discounted_return = self.gamma * self.discounted_return + reward
+        self.return_rms.update(self.discounted_return)
+        self.discounted_return[done] = 0.0  # the next step starts a new episode
+        scaled = reward / np.sqrt(self.return_rms.var + 1e-8)
+        return np.clip(scaled, -10.0, 10.0)  # c = 10, as in the reference code
+
+
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     """Train with recurrent PPO, log to TensorBoard, and return the loop's `state()` at the end.
     `train(args)` is the whole algorithm. A script's tooling, after `train`, passes its own
@@ -441,6 +473,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size, args.norm_obs).to(device)
+    reward_scaler = RewardScaler(args.num_envs, args.gamma)
     # One optimiser for the actor and the critic, which share one loss.
     # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
     # 2022). `fused` updates all weights in one kernel.
@@ -473,14 +506,15 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
     # without it. tools/resume_check.py finds what a resume loses.
     def state() -> dict:
-        return {"agent": agent, "optimizer": optimizer,
+        return {"agent": agent, "optimizer": optimizer, "reward_scaler": reward_scaler,
                 "envs": envs, "next_obs": next_obs_np, "next_state": next_state,
                 "next_episode_start": next_episode_start_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
     if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
         loop = hook(state())
-        agent, optimizer, envs = loop["agent"], loop["optimizer"], loop["envs"]
+        agent, optimizer, reward_scaler = loop["agent"], loop["optimizer"], loop["reward_scaler"]
+        envs = loop["envs"]
         next_obs_np, next_state = loop["next_obs"], loop["next_state"]
         next_episode_start_np, global_step = loop["next_episode_start"], loop["global_step"]
         episodic_returns = loop["episodic_returns"]
@@ -518,6 +552,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 if agent.continuous:
                     env_action = np.clip(action_np, action_space.low, action_space.high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
+                if args.norm_reward:  # the logs keep the raw rewards (infos["episode"])
+                    reward = reward_scaler.scale(reward, terminated | truncated)
                 rewards_np[step] = reward
                 terminations_np[step], truncations_np[step] = terminated, truncated
                 next_obs_np = agent.normalize_obs(next_obs_np).astype(np.float32)
@@ -564,8 +600,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
 
         # --- update: K epochs, each a random split of the N envs into minibatches ---
         # A minibatch holds whole env sequences, (T, N/M, ...), not steps drawn at random. The
-        # LSTM replays each sequence from its stored start state, step by step, with the
-        # rollout's resets. Before the first Adam step it then gives back the rollout's log π.
+        # LSTM replays each sequence from its stored start state, with the rollout's resets.
+        # Before the first Adam step it then gives back the rollout's log π.
         update_stats = []
         for _epoch in range(args.update_epochs):
             env_inds = torch.randperm(args.num_envs, device=device)

@@ -508,7 +508,7 @@ SECTIONS = [
         "weights θ. The action is drawn from a distribution on that state, not on $s_t$ alone. The critic has "
         "an LSTM of its own, built the same way.",
         Eq("eq-recurrent-policy", r"h_t = f_\theta(h_{t-1}, s_t), \qquad a_t \sim \pi_\theta(\cdot|h_t)",
-           [Code("ppo_recurrent", "Agent.unroll", "h_actor, c_actor = self.actor_lstm(obs[t], (h_actor, c_actor))"),
+           [Code("ppo_recurrent", "Agent.unroll", "out, (h_actor, c_actor) = self.actor_lstm(obs[begin:end], (h_actor, c_actor))"),
             Code("ppo_recurrent", "Agent.get_action_and_value", "logits = self.actor_head(actor_out)")]),
         "A rollout is a segment of T steps per env. Its first step starts from a stored state $h_{-1}$: the "
         "state that the env's last segment ended with, or 0 at the run's start. So $h_t$ depends on θ through "
@@ -529,8 +529,9 @@ SECTIONS = [
         "from a zero state then gives another $h_t$ at each step before the segment's first episode start. "
         "At those steps the ratio at $\\theta_{old}$ is in general not 1. The replay also needs the "
         "rollout's resets, at the same steps. With both, the first minibatch of an update has ratio 1. On the "
-        "CPU, the tests find it 1 exactly with the whole batch in one minibatch (`--num-minibatches 1`, the "
-        "default), and 1 up to rounding with smaller ones.",
+        "CPU, the tests find it 1 exactly, with the whole batch in one minibatch or with fewer envs in each. "
+        "torch's LSTM gives the same numbers whether it runs one step per call, as in the rollout, or a "
+        "stretch of steps, as in the replay.",
         Eq("eq-replay", r"r_t(\theta) = \frac{\pi_\theta(a_t|h_t)}{\pi_{\theta_{old}}(a_t|h_t^{old})}, \qquad"
                         r" h_{-1} = h_{-1}^{old} \ \Rightarrow\ h_t = h_t^{old} \text{ at } \theta = \theta_{old}"
                         r" \ \Rightarrow\ r_t(\theta_{old}) = 1",
@@ -538,12 +539,14 @@ SECTIONS = [
         "This is why a minibatch holds whole sequences of T steps: those of a random set of N/M envs. A step drawn "
         "alone from the batch would have no stored state to start from.",
         "An episode may start inside the segment. Before that step, the state is multiplied by 0, so the new "
-        "episode starts from the zero state, as at the very start. The product with 0 has a zero derivative. "
+        "episode starts from the zero state, as at the very start. An LSTM call cannot reset its state midway, so "
+        "the unroll cuts the segment before each step where some env's episode starts. The product with 0 has a "
+        "zero derivative. "
         "So no gradient flows from a step of one episode into the steps of the episode before it. The chain "
         "of {eq:eq-bptt} stops at each episode's first step.",
         Eq("eq-state-reset", r"(h_{t-1}, c_{t-1}) \leftarrow (1 - \mathrm{start}_t)\,(h_{t-1}, c_{t-1}), \qquad"
                              r" \frac{\partial h_t}{\partial h_{t-1}} = 0 \ \text{ where } \mathrm{start}_t = 1",
-           [Code("ppo_recurrent", "Agent.unroll", "state = state * (1.0 - episode_starts[t])[:, None]"),
+           [Code("ppo_recurrent", "Agent.unroll", "state = state * (1.0 - episode_starts[begin])[:, None]"),
             Code("ppo_recurrent", "train", "next_episode_start_np = (terminated | truncated).astype(np.float32)")]),
     ]),
     Section("pieces", "The pieces: log-densities, entropies, KL divergences, normalisation", [
@@ -613,8 +616,8 @@ SECTIONS = [
                 "self.mean = self.mean + delta * batch_count / total",
                 "m2 = (self.var * self.count + batch_var * batch_count")),
         "Each observation feature is brought to mean 0 and standard deviation 1 under those statistics, and "
-        "clipped to ±c (c = 10). ppo_recurrent.py normalises its observations the same way, and not its "
-        "rewards. The course brings the observations' normalisation in the step to {step:ppo_continuous_2_norm}.",
+        "clipped to ±c (c = 10). ppo_recurrent.py normalises its observations and scales its rewards the "
+        "same way. The course brings the observations' normalisation in the step to {step:ppo_continuous_2_norm}.",
         Eq("eq-normalise-observation", r"\tilde s = \mathrm{clip}\big((s - \mu_s) / \sqrt{\sigma_s^2 + 10^{-8}},\ -c,\ c\big)",
            each(["ppo_continuous", "ppo_recurrent"], "Agent.normalize_obs", "normalized = (obs - self.obs_rms.mean) / np.sqrt(")),
         "Rewards are divided by the standard deviation of $R_t$, a running discounted sum of each env's past "
@@ -623,8 +626,9 @@ SECTIONS = [
         "scaling in the step to {step:ppo_continuous_1b_reward_scaling}.",
         Eq("eq-reward-scaling", r"R_t = \gamma R_{t-1} + r_t, \qquad \tilde r_t = \mathrm{clip}\big(r_t"
                                 r" / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)",
-           [Code("ppo_continuous", "RewardScaler.scale", "self.discounted_return = self.gamma * self.discounted_return + reward"),
-            Code("ppo_continuous", "RewardScaler.scale", "scaled = reward / np.sqrt(self.return_rms.var + 1e-8)")]),
+           each(["ppo_continuous", "ppo_recurrent"], "RewardScaler.scale",
+                "self.discounted_return = self.gamma * self.discounted_return + reward",
+                "scaled = reward / np.sqrt(self.return_rms.var + 1e-8)")),
     ]),
 ]
 

@@ -23,7 +23,8 @@ those runs, the other exercises' code is the reference's. A block of another exe
 have written stays yours.
 
 Exercise 13, the Agent.unroll of ppo_recurrent.py, is checked against the agent's own LSTMs
-stepped one at a time. Two short trainings then run through it.
+stepped one at a time. Your unroll may step them too, or run each stretch between episode starts
+in one call. Two short trainings then run through it.
 
 Once every exercise of a script passes, your own script trains and must reach a mean return of
 200: on CartPole-v1, on InvertedPendulum-v4 for ppo_continuous.py, on CartPoleNoVel-v1 for
@@ -869,15 +870,15 @@ def unrolled(agent, obs, state, starts, reset=True):
     """What Agent.unroll must return, computed here one step at a time with the agent's own
     LSTMs: the actor's and the critic's outputs (T, B, H) and the state after the last step
     (B, 4H: actor h, c, then critic h, c); `reset` False: the state is never reset."""
-    h_a, c_a, h_c, c_c = state.chunk(4, dim=-1)
+    h_a, c_a, h_c, c_c = state[None].chunk(4, dim=-1)  # (1, B, H) each, as torch's LSTM takes them
     actor, critic = [], []
     for t in range(obs.shape[0]):
         keep = 1.0 - starts[t][:, None] if reset else 1.0
-        h_a, c_a = agent.actor_lstm(obs[t], (h_a * keep, c_a * keep))
-        h_c, c_c = agent.critic_lstm(obs[t], (h_c * keep, c_c * keep))
-        actor.append(h_a)
-        critic.append(h_c)
-    return torch.stack(actor), torch.stack(critic), torch.cat([h_a, c_a, h_c, c_c], dim=-1)
+        out_a, (h_a, c_a) = agent.actor_lstm(obs[t:t + 1], (h_a * keep, c_a * keep))
+        out_c, (h_c, c_c) = agent.critic_lstm(obs[t:t + 1], (h_c * keep, c_c * keep))
+        actor.append(out_a)
+        critic.append(out_c)
+    return torch.cat(actor), torch.cat(critic), torch.cat([h_a, c_a, h_c, c_c], dim=-1)[0]
 
 
 def unroll_case(m, starts):
@@ -960,7 +961,8 @@ STEP = "full step = β x,  β = √(2δ / xᵀ(H+cI)x),  x ≈ (H+cI)⁻¹g"
 SEARCH = ("θ_k = θ_old + b^k · full step, k = 0, 1, ...: the first with mean KL ≤ δ and L(θ_k) > L(θ_old); "
           "if none, θ_old")
 UNROLL = ("for t = 0, ..., T − 1: (h, c) ← (1 − start_t)(h, c) for actor and critic, then one LSTM step each on "
-          "obs[t]; from the given state; return the h's (T, B, H) and the last state (B, 4H)")
+          "obs[t] (or one LSTM call per stretch without an episode start); from the given state; return the h's "
+          "(T, B, H) and the last state (B, 4H)")
 NORMAL = "log π(a|s) = Σ_i [−(a_i − μ_i)²/(2σ_i²) − log σ_i − ½ log 2π];  H = Σ_i (½ + ½ log 2π + log σ_i)"
 CHECKS = {
     1: [("reinforce", "G_t stops at the end of its episode",

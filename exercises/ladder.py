@@ -83,6 +83,7 @@ LADDER = [
              "k = 0, 1, ... and keeps the first that acceptable() takes (mean KL ≤ δ and L risen), else θ_old"),
     Exercise(13, "the recurrent agent's memory: the state carried, and reset where an episode starts",
              [Part("ppo_recurrent", "Agent.unroll")],
-             "one step at a time from the state given: zero the state (all 4H) where episode_starts[t] = 1, then "
-             "step the actor's and the critic's LSTMCell on obs[t]; return their h's stacked and the last state"),
+             "from the state given: zero the state (all 4H) where episode_starts[t] = 1, then run the actor's "
+             "and the critic's LSTM on obs[t], one step or one stretch without a start per call; return their "
+             "outputs (T, B, H) and the last state"),
 ]

@@ -191,12 +191,14 @@ FULL_RETURN = RETURNS_LOOP.replace("    return returns\n", """    for t in range
     return returns
 """)
 # Agent.unroll's reset of the state, and the step that follows it (the mistake: the reset after the step)
-RESET = "            state = state * (1.0 - episode_starts[t])[:, None]\n"
+RESET = "            state = state * (1.0 - episode_starts[begin])[:, None]\n"
 UNROLL_STEP = """\
-            h_actor, c_actor, h_critic, c_critic = state.chunk(4, dim=-1)  # (B, H) each
-            h_actor, c_actor = self.actor_lstm(obs[t], (h_actor, c_actor))
-            h_critic, c_critic = self.critic_lstm(obs[t], (h_critic, c_critic))
-            state = torch.cat([h_actor, c_actor, h_critic, c_critic], dim=-1)
+            h_actor, c_actor, h_critic, c_critic = state[None].chunk(4, dim=-1)  # (1, B, H) each
+            out, (h_actor, c_actor) = self.actor_lstm(obs[begin:end], (h_actor, c_actor))
+            actor_out.append(out)
+            out, (h_critic, c_critic) = self.critic_lstm(obs[begin:end], (h_critic, c_critic))
+            critic_out.append(out)
+            state = torch.cat([h_actor, c_actor, h_critic, c_critic], dim=-1)[0]
 """
 # (exercise, script, reference code, wrong code, words of the message that must name the mistake)
 WRONG = [
