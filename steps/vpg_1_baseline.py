@@ -375,8 +375,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        # The share of the steps taken that entered the batch; the rest were spent by the other
-        # envs while the last episodes of the batch ran to their end.
+        # The share of the steps taken that entered the batch. The other envs spent the rest
+        # while the last episodes of the batch ran to their end.
         batch_fraction = batch_steps / (global_step - iteration_start)
         writer.add_scalar("charts/batch_fraction", batch_fraction, global_step)
         sps = (global_step - start_step) / (time.time() - start_time)
