@@ -1,7 +1,7 @@
 """Proximal policy optimisation (PPO-clip) with memory: an LSTM policy and critic, in one file.
 
     Recurrent PPO, one iteration of `train`:
-    1. Keep each env's recurrent state from the last iteration (`next_state`, (N, 4H)).
+    1. Keep each env's recurrent state (N, 4H) from the last iteration (`next_state`).
     2. Store it as the segment's start state (`start_state`), then step the N envs T times
        (`--- rollout ---`). Each step resets the state where an episode starts (`Agent.unroll`),
        then samples a ~ π.
@@ -268,10 +268,11 @@ class Agent(nn.Module):
         return torch.zeros(num_envs, 4 * self.hidden_size)  # (B, 4H): the state of no past
 
     def unroll(self, obs, state, episode_starts):
-        """obs (T, B, obs_dim), the state before step 0 (B, 4H) and episode_starts (T, B), 1 where
-        obs[t] is an episode's first observation -> the outputs of the actor's and the critic's
-        LSTM (T, B, H) each, and the state after step T − 1 (B, 4H). One step at a time, because
-        the state must be reset between steps. The rollout calls it with T = 1."""
+        """Runs the actor's and the critic's LSTM over T steps, one step at a time, because the
+        state must be reset between steps. Takes obs (T, B, obs_dim), the state before step 0
+        (B, 4H) and episode_starts (T, B), 1 where obs[t] is an episode's first observation.
+        Returns the outputs of both LSTMs, (T, B, H) each, and the state after step T − 1 (B, 4H).
+        The rollout calls it with T = 1."""
         actor_out, critic_out = [], []
         for t in range(obs.shape[0]):
             # A new episode must not see the last one: its state starts at 0, as at the start.
@@ -291,10 +292,10 @@ class Agent(nn.Module):
         return self.critic_head(critic_out).squeeze(-1), state
 
     def get_action_and_value(self, obs, state, episode_starts, action=None):
-        """obs (T, B, obs_dim), state (B, 4H), episode_starts (T, B) -> action (T, B) or
-        (T, B, act_dim), log π(a|s_{≤t}) (T, B), entropy (T, B), V (T, B) and the state after
-        the last step (B, 4H). Samples an action unless one is given (the update replays the
-        stored ones)."""
+        """Takes obs (T, B, obs_dim), state (B, 4H) and episode_starts (T, B). Returns the action
+        (T, B) or (T, B, act_dim), then log π(a|s_{≤t}), the entropy and V, (T, B) each, and the
+        state after the last step (B, 4H). Samples an action unless one is given (the update
+        replays the stored ones)."""
         actor_out, critic_out, state = self.unroll(obs, state, episode_starts)
         value = self.critic_head(critic_out).squeeze(-1)
         # Both distributions written out as in vpg.py and ppo_continuous.py.
@@ -325,9 +326,9 @@ class Agent(nn.Module):
         return action, logprob, entropy, value, state
 
     def greedy_action(self, obs: np.ndarray, memory: torch.Tensor | None = None):
-        """One observation (obs_dim,) and the memory, the state after the episode's last step
-        (None at the episode's start) -> the most likely action (an int, Discrete) or the mean
-        action (an array, Box, not clipped), and the state after this step (1, 4H)."""
+        """Takes one observation (obs_dim,) and the memory: the state after the episode's last
+        step, or None at the episode's start. Returns the most likely action (an int, Discrete)
+        or the mean action (an array, Box, not clipped), and the state after this step (1, 4H)."""
         state = self.initial_state(1) if memory is None else memory
         obs = self.normalize_obs(obs, update=False)  # (obs_dim,), with the frozen statistics
         obs = torch.as_tensor(obs, dtype=torch.float32)[None, None]  # (T, B, obs_dim) = (1, 1, ·)
@@ -524,8 +525,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 # SAME_STEP autoreset: where this step ended an episode, next_obs_np starts one.
                 next_episode_start_np = (terminated | truncated).astype(np.float32)
                 if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
-                    # next_state[idx] has seen the cut episode and is not reset yet (the reset
-                    # comes at the next step): the final observation is read with its memory.
+                    # The state next_state[idx] has seen the cut episode. It is reset only at the
+                    # next step, so the final observation is read with the episode's memory.
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     # Normalised without updating the statistics: the policy never acts on it.

@@ -266,10 +266,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         next_obs_np, _ = envs.reset(seed=args.seed if global_step == 0 else None)
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
         iteration_start, batch_steps = global_step, 0
-        # NumPy while the rollout runs, one entry per step of the N envs. keep marks the steps
-        # that enter the batch: env i's, up to the end of its last episode in the batch.
+        # NumPy while the rollout runs, one entry per step of the N envs. The mask keep marks the
+        # steps that enter the batch: env i's, up to the end of its last episode in the batch.
         obs_np, actions_np, rewards_np, dones_np, keep_np = [], [], [], [], []
-        collecting = np.ones(args.num_envs, dtype=bool)  # env i's episode goes into the batch
+        collecting = np.ones(args.num_envs, dtype=bool)  # Env i's episode goes into the batch.
         # Collecting needs no gradient, because the update recomputes log π.
         # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
