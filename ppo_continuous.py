@@ -39,9 +39,9 @@ epochs, α 3e-4 and no entropy bonus. They take the place of the steps' Pendulum
 and ppo_discrete.py's 4 envs × 128 steps, 4 minibatches, 4 epochs, α 2.5e-4 and an entropy bonus
 of 0.01.
 
-Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022). "Core detail
-N" is the N-th of its 13 core details, "continuous detail N" the N-th of its 9 for continuous
-actions.
+Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022). Its 13 core
+details are cited as "core detail N", and its 9 details for continuous actions as "continuous
+detail N".
 
 Deliberate differences, each explained where it happens. A time-limit truncation is bootstrapped
 with the value of the real final observation (Pardo et al. 2018). `--no-bootstrap-truncation`

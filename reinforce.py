@@ -174,7 +174,7 @@ class Agent(nn.Module):
 def compute_returns(rewards, dones, gamma: float):
     """Discounted rewards-to-go of every step of a rollout, each within its own episode.
 
-    rewards and dones have shape (T, N), time-major, or (T,) for one env. dones[t] = 1 at the
+    Both rewards and dones have shape (T, N), time-major, or (T,) for one env. dones[t] = 1 at the
     last step of each episode. The sum stops at the episode's end and never crosses into the next:
 
         G_t = r_t + γ (1 − done_t) G_{t+1}   =   Σ_{l ≥ 0, within the episode} γ^l r_{t+l}
