@@ -21,9 +21,10 @@ clipped to the env's bounds for the env but stored unclipped, since its density 
 ratio needs. The head comes back. vpg.py, trpo.py and steps/ppo_1_clip.py had it beside the
 Categorical one, and ppo_discrete.py dropped it, since it takes Discrete actions alone, as
 CleanRL's `ppo.py` does. It comes back with one difference: log σ starts at 0 (σ = 1), not at
-−0.5 (σ ≈ 0.61). −0.5 is Spinning Up's, which vpg.py and trpo.py follow. 0 is the start of PPO's
-reference code and of CleanRL's `ppo_continuous_action.py`, the code that ppo_continuous.py is
-run beside in benchmarks/. The defaults stay ppo_discrete.py's, but for the env: Pendulum-v1.
+−0.5 (σ ≈ 0.61). The start −0.5 is Spinning Up's, which vpg.py and trpo.py follow. The start 0 is
+that of PPO's reference code and of CleanRL's `ppo_continuous_action.py`, the code that
+ppo_continuous.py is run beside in benchmarks/. The defaults stay ppo_discrete.py's, but for the
+env: Pendulum-v1.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """
