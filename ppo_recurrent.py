@@ -1,7 +1,7 @@
 """Proximal policy optimisation (PPO-clip) with memory: an LSTM policy and critic, in one file.
 
     Recurrent PPO, one iteration of `train`:
-    1. Keep each env's recurrent state from the last iteration (`next_state`, (N, 4H)).
+    1. Keep each env's recurrent state (N, 4H) from the last iteration (`next_state`).
     2. Store it as the segment's start state (`start_state`), then step the N envs T times
        (`--- rollout ---`). Each step resets the state where an episode starts (`Agent.unroll`),
        then samples a ~ π.
@@ -271,13 +271,14 @@ class Agent(nn.Module):
         return torch.zeros(num_envs, 4 * self.hidden_size)  # (B, 4H): the state of no past
 
     def unroll(self, obs, state, episode_starts):
-        """obs (T, B, obs_dim), the state before step 0 (B, 4H) and episode_starts (T, B), 1 where
-        obs[t] is an episode's first observation -> the outputs of the actor's and the critic's
-        LSTM (T, B, H) each, and the state after step T − 1 (B, 4H). The rollout calls it with
-        T = 1. An LSTM runs a whole sequence in one call, much faster than step by step, but its
-        state can be reset only between calls. So the T steps are cut before each step where
-        some env's episode starts, and each stretch between cuts is one call. Cut or not, the
-        LSTM computes the same numbers: the replay gives back the rollout's outputs exactly."""
+        """Runs the actor's and the critic's LSTM over T steps. Takes obs (T, B, obs_dim), the state
+        before step 0 (B, 4H) and episode_starts (T, B), 1 where obs[t] is an episode's first
+        observation. Returns the outputs of both LSTMs, (T, B, H) each, and the state after step
+        T − 1 (B, 4H). The rollout calls it with T = 1. An LSTM runs a whole sequence in one call,
+        much faster than step by step. But its state can be reset only between calls. So the T
+        steps are cut before each step where some env's episode starts, and each stretch is one
+        call. Cut or not, the LSTM computes the same numbers. So the replay gives back the
+        rollout's outputs exactly."""
         cuts = [t for t in range(1, obs.shape[0]) if episode_starts[t].any()]
         actor_out, critic_out = [], []
         for begin, end in itertools.pairwise([0, *cuts, obs.shape[0]]):
@@ -298,10 +299,10 @@ class Agent(nn.Module):
         return self.critic_head(critic_out).squeeze(-1), state
 
     def get_action_and_value(self, obs, state, episode_starts, action=None):
-        """obs (T, B, obs_dim), state (B, 4H), episode_starts (T, B) -> action (T, B) or
-        (T, B, act_dim), log π(a|s_{≤t}) (T, B), entropy (T, B), V (T, B) and the state after
-        the last step (B, 4H). Samples an action unless one is given (the update replays the
-        stored ones)."""
+        """Takes obs (T, B, obs_dim), state (B, 4H) and episode_starts (T, B). Returns the action
+        (T, B) or (T, B, act_dim), then log π(a|s_{≤t}), the entropy and V, (T, B) each, and the
+        state after the last step (B, 4H). Samples an action unless one is given (the update
+        replays the stored ones)."""
         actor_out, critic_out, state = self.unroll(obs, state, episode_starts)
         value = self.critic_head(critic_out).squeeze(-1)
         # Both distributions written out as in vpg.py and ppo_continuous.py.
@@ -332,9 +333,9 @@ class Agent(nn.Module):
         return action, logprob, entropy, value, state
 
     def greedy_action(self, obs: np.ndarray, memory: torch.Tensor | None = None):
-        """One observation (obs_dim,) and the memory, the state after the episode's last step
-        (None at the episode's start) -> the most likely action (an int, Discrete) or the mean
-        action (an array, Box, not clipped), and the state after this step (1, 4H)."""
+        """Takes one observation (obs_dim,) and the memory: the state after the episode's last
+        step, or None at the episode's start. Returns the most likely action (an int, Discrete)
+        or the mean action (an array, Box, not clipped), and the state after this step (1, 4H)."""
         state = self.initial_state(1) if memory is None else memory
         obs = self.normalize_obs(obs, update=False)  # (obs_dim,), with the frozen statistics
         obs = torch.as_tensor(obs, dtype=torch.float32)[None, None]  # (T, B, obs_dim) = (1, 1, ·)
@@ -401,9 +402,9 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     logratio = new_logprob - old_logprob
     ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
     pg_loss = -surrogate(ratio, advantages, clip_coef)
-    # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
-    # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio,
-    # but here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
+    # Value loss. The paper squares V_θ(s_t) − R_t. PPO's reference code (openai/baselines ppo2)
+    # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio.
+    # Here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
     # Engstrom et al. (2020) saw no gain from this clip. Andrychowicz et al. (2021) saw it hurt.
     # --no-clip-vloss turns it off, and benchmarks/ABLATIONS.md compares the two.
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
@@ -525,7 +526,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         next_episode_start_np = np.ones(args.num_envs, dtype=np.float32)  # the state is reset
     start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
-        if args.anneal_lr:  # α_i = α (1 − (i − 1)/I) in iteration i of I
+        if args.anneal_lr:  # α_i = α (I − i + 1)/I in iteration i of I
             frac = 1.0 - (iteration - 1.0) / num_iterations
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
@@ -560,8 +561,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 # SAME_STEP autoreset: where this step ended an episode, next_obs_np starts one.
                 next_episode_start_np = (terminated | truncated).astype(np.float32)
                 if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
-                    # next_state[idx] has seen the cut episode and is not reset yet (the reset
-                    # comes at the next step): the final observation is read with its memory.
+                    # The state next_state[idx] has seen the cut episode. It is reset only at the
+                    # next step, so the final observation is read with the episode's memory.
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     # Normalised without updating the statistics: the policy never acts on it.

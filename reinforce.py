@@ -174,7 +174,7 @@ class Agent(nn.Module):
 def compute_returns(rewards, dones, gamma: float):
     """Discounted rewards-to-go of every step of a rollout, each within its own episode.
 
-    rewards and dones have shape (T, N), time-major, or (T,) for one env. dones[t] = 1 at the
+    Both rewards and dones have shape (T, N), time-major, or (T,) for one env. dones[t] = 1 at the
     last step of each episode. The sum stops at the episode's end and never crosses into the next:
 
         G_t = r_t + γ (1 − done_t) G_{t+1}   =   Σ_{l ≥ 0, within the episode} γ^l r_{t+l}
@@ -266,10 +266,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         next_obs_np, _ = envs.reset(seed=args.seed if global_step == 0 else None)
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
         iteration_start, batch_steps = global_step, 0
-        # NumPy while the rollout runs, one entry per step of the N envs. keep marks the steps
-        # that enter the batch: env i's, up to the end of its last episode in the batch.
+        # NumPy while the rollout runs, one entry per step of the N envs. The mask keep marks the
+        # steps that enter the batch: env i's, up to the end of its last episode in the batch.
         obs_np, actions_np, rewards_np, dones_np, keep_np = [], [], [], [], []
-        collecting = np.ones(args.num_envs, dtype=bool)  # env i's episode goes into the batch
+        collecting = np.ones(args.num_envs, dtype=bool)  # Env i's episode goes into the batch.
         # Collecting needs no gradient, because the update recomputes log π.
         # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
@@ -334,8 +334,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                   "approx_kl": approx_kl.item()}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # The share of the steps taken that entered the batch; the rest were spent by the other
-        # envs while the last episodes of the batch ran to their end.
+        # The share of the steps taken that entered the batch. The other envs spent the rest
+        # while the last episodes of the batch ran to their end.
         batch_fraction = batch_steps / (global_step - iteration_start)
         writer.add_scalar("charts/batch_fraction", batch_fraction, global_step)
         sps = (global_step - start_step) / (time.time() - start_time)

@@ -25,20 +25,20 @@ LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
 
 Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
 
-What changes from vpg.py, one idea: a bounded step, and only the policy's update. vpg.py takes
-one Adam step, α·m̂/(√v̂ + ε), with m̂ and v̂ running averages of this and earlier batches'
-gradients and of their squares. That is a momentum average of g, rescaled coordinate by
-coordinate, so not along g itself. And nothing says how far that step moves the policy. TRPO
-bounds the move. It maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a mean
-KL[π_θ_old ‖ π_θ] ≤ δ. Take L linearised and the KL to second order around θ_old. The solution
-is then a step along the natural gradient H⁻¹g, with H the Hessian of the mean KL, the Fisher
-information. Conjugate gradient finds x ≈ (H + cI)⁻¹g from products (H + cI)·v alone
+What changes from vpg.py, one idea: a bounded step, and only the policy's update. In vpg.py,
+the policy takes one Adam step, α·m̂/(√v̂ + ε). Its m̂ and v̂ are running averages of this and
+earlier batches' gradients and of their squares. That is a momentum average of g, rescaled
+coordinate by coordinate, so not along g itself. And nothing says how far that step moves the
+policy. TRPO bounds the move. It maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a
+mean KL[π_θ_old ‖ π_θ] ≤ δ. Take L linearised and the KL to second order around θ_old. The
+solution is then a step along the natural gradient H⁻¹g, with H the Hessian of the mean KL, the
+Fisher information. Conjugate gradient finds x ≈ (H + cI)⁻¹g from products (H + cI)·v alone
 (`fisher_vector_product`, `conjugate_gradient`). The damping c = --cg-damping, 0.1, tilts x
 toward g: a deliberate change, not a rounding error. The step is scaled to the edge of the trust
-region, √(2δ / xᵀ(H + cI)x)·x. A line search shrinks it until the measured KL is within δ and the
-surrogate improves (`line_search`). `trpo_step` puts them together. The policy has no optimiser
-and no step size α: δ takes the place of `--learning-rate`. The critic, the rollout, GAE and the
-budget are vpg.py's, with its defaults.
+region: x times √[2δ / xᵀ(H + cI)x]. A line search shrinks it until the measured KL is within δ
+and the surrogate improves (`line_search`). `trpo_step` puts them together. The policy has no
+optimiser and no step size α: δ takes the place of `--learning-rate`. The critic, the rollout,
+GAE and the budget are vpg.py's, with its defaults.
 
 Defaults follow Spinning Up's TRPO, its TensorFlow 1 code, which keeps its VPG's batch and
 critic: 4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99, λ 0.97, δ 0.01, damping 0.1.
@@ -275,13 +275,13 @@ def fisher_vector_product(kl, params, damping):
     """The function v ↦ (H + cI)·v, with H the (n, n) Hessian of the scalar `kl` with respect to
     θ = `params` (n weights in all), never formed.
 
-    ∇_θ KL is taken with create_graph=True so that it can be differentiated again: the gradient
-    of the scalar ∇KL·v is H·v. OpenAI Baselines' and Spinning Up's TRPO compute the product by
-    this double backprop, each at about the cost of one more backward pass. Schulman et al. (2015,
-    appendix C) compute it analytically instead, through the Jacobian of the distribution's
-    parameters. For the mean KL at θ_old, this Hessian is the Fisher information matrix of π_θ,
-    averaged over the states. The damping c keeps H + cI well conditioned for conjugate gradient,
-    because H, estimated from one batch, can be near singular.
+    The gradient ∇_θ KL is taken with create_graph=True, so that it can be differentiated again.
+    The gradient of the scalar ∇KL·v is then H·v. OpenAI Baselines' and Spinning Up's TRPO
+    compute the product by this double backprop, each at about the cost of one more backward
+    pass. Schulman et al. (2015, appendix C) compute it analytically instead, through the
+    Jacobian of the distribution's parameters. For the mean KL at θ_old, this Hessian is the
+    Fisher information matrix of π_θ, averaged over the states. The damping c keeps H + cI well
+    conditioned for conjugate gradient, because H, estimated from one batch, can be near singular.
     """
     kl_grad = flat_grad(kl, params, create_graph=True)  # (n,), 0 at θ_old
     # math: H v = \nabla_\theta \big( (\nabla_\theta \overline{\mathrm{KL}})^\top v \big)

@@ -102,10 +102,10 @@ def returns_discounted(m):
 
 
 def gae_on(m, **variant):
-    """GAE on a rollout of 5 steps in 3 envs with no episode end, by the student's compute_gae
-    (no `variant`) or by the recursion written here, with γ in δ_t (gamma_delta), the sign of
-    V(s_t) in δ_t (value_sign), γ in the recursion (gamma_rec) and λ set apart, so that a
-    missing factor or a flipped sign can be recognised."""
+    """GAE on a rollout of 5 steps in 3 envs with no episode end. Without `variant`, it is the
+    student's compute_gae. With one, it is the recursion written here, with each factor set
+    apart: γ in δ_t (gamma_delta), the sign of V(s_t) in δ_t (value_sign), γ in the recursion
+    (gamma_rec) and λ (gae_lambda). A missing factor or a flipped sign can then be recognised."""
     gen = torch.Generator().manual_seed(0)
     rewards, values, next_values = (torch.randn(5, 3, generator=gen) for _ in range(3))
     gamma, gae_lambda = 0.9, 0.7
@@ -148,7 +148,7 @@ def gae_with_masks(data, delta_mask, recursion_mask, gamma, gae_lambda):
 
 
 def flags_of_step(mask, shift: int, fill: float):
-    """mask[t + shift] at each step t; `fill` where t + shift lies outside the rollout."""
+    """mask[t + shift] at each step t, and `fill` where t + shift lies outside the rollout."""
     out = torch.full_like(mask, fill)
     if shift > 0:
         out[:-shift] = mask[shift:]
@@ -240,8 +240,9 @@ def loss_is_mean(name):
 
 
 def acting(agent):
-    """(obs, action=None) -> (action, log π(a|s), H) through the agent's own method, whichever
-    the script names it (reinforce.py, vpg.py, trpo.py: get_action; the PPO scripts: get_action_and_value)."""
+    """(obs, action=None) -> action, log π(a|s), H, through the agent's own method, whatever the
+    script names it. It is get_action in reinforce.py, vpg.py and trpo.py, and get_action_and_value
+    in the PPO scripts."""
     def policy(obs, action=None):
         out = agent.get_action(obs, action) if hasattr(agent, "get_action") else agent.get_action_and_value(obs, action)
         return out[0], out[1], out[2]
@@ -249,8 +250,8 @@ def acting(agent):
 
 
 def categorical(m):
-    """A non-uniform categorical policy of the module's own Agent, and a function giving its
-    (action, log π(a|s), H) on observations."""
+    """A non-uniform categorical policy of the module's own Agent, and a function that gives its
+    action, log π(a|s) and H on observations."""
     agent = exact.make_agent(m, 3, 4, continuous=False)
     with torch.no_grad():
         agent.actor[-1].weight.mul_(100)
@@ -392,8 +393,8 @@ def kw_test(fn, *args):
 @contextlib.contextmanager
 def fixtures(m):
     """pytest's monkeypatch and a fresh log_dir, for a run of m's train or a project test called
-    by hand; what the run prints stays out of the grader's output, and the TensorBoard writers
-    that a failed run leaves open are closed before the log_dir goes."""
+    by hand. What the run prints stays out of the grader's output. The TensorBoard writers that a
+    failed run leaves open are closed before the log_dir goes."""
     writers = []
 
     class Writer(m.SummaryWriter):
@@ -414,10 +415,11 @@ def fixtures(m):
 
 
 def project_test(fn, *args, module_global=None):
-    """One of the project's tests that run train or trpo_step, run on your module: given as its
-    first argument or, with `module_global` (the test's own module), put in place of the script
-    there (its global `trpo`, or what its `_module` returns). pytest's fixtures monkeypatch,
-    log_dir and adam_steps (tests/test_guard_rails.py's recording Adam) are made here."""
+    """One of the project's tests that run train or trpo_step, run on your module. The module is
+    given as the test's first argument. Or, with `module_global`, the test's own module, it is put
+    in place of the script there: its global `trpo`, or what its `_module` returns. The pytest
+    fixtures monkeypatch, log_dir and adam_steps are made here. adam_steps is the recording Adam
+    of tests/test_guard_rails.py."""
     def check(m):
         with fixtures(m) as (monkeypatch, log_dir):
             if module_global is not None:
@@ -574,8 +576,8 @@ def next_values_carry_no_gradient(m):
 PPO_RUN = dict(num_envs=2, num_steps=64, num_minibatches=4, update_epochs=3, total_timesteps=256)  # 2 updates
 PPO_ENV = {"ppo_discrete": "CartPole-v1", "ppo_continuous": "Pendulum-v1"}  # tests/test_guard_rails.py's
 # Between the mean and the last minibatch's approx_kl of the first epoch of the first update, in the
-# reference run (3.3e-6 and 6.0e-6; 9.1e-6 and 1.4e-5). A stop on the mean and one on the last
-# minibatch's KL part there, and the check accepts either.
+# reference run: 3.3e-6 and 6.0e-6 for ppo_discrete, 9.1e-6 and 1.4e-5 for ppo_continuous. A stop
+# on the mean and one on the last minibatch's KL part there, and the check accepts either.
 TARGET_KL = {"ppo_discrete": 4.4e-6, "ppo_continuous": 1.13e-5}
 
 
@@ -818,9 +820,9 @@ def zero_gradient_gives_zero_step(m):
 
 
 def line_search_tries(m, accept_from: int, iters: int = 4):
-    """The line search on two weights from θ_old = (1, 1) along a full step (1, −2), β = 0.5,
-    with a test that accepts from try number `accept_from` on: the θ of each try, the θ it
-    leaves, and the k it returns."""
+    """The line search on two weights from θ_old = (1, 1) along a full step (1, −2), with
+    backtrack_coef b = 0.5. Its test accepts from try number `accept_from` on. Returns the θ of
+    each try, the θ that the line search leaves, and the k that it returns."""
     theta = torch.nn.Parameter(torch.ones(2))
     tried = []
 
@@ -868,8 +870,9 @@ GAE, PPO = ("vpg", "trpo", "ppo_discrete", "ppo_continuous"), ("ppo_discrete", "
 
 def unrolled(agent, obs, state, starts, reset=True):
     """What Agent.unroll must return, computed here one step at a time with the agent's own
-    LSTMs: the actor's and the critic's outputs (T, B, H) and the state after the last step
-    (B, 4H: actor h, c, then critic h, c); `reset` False: the state is never reset."""
+    LSTMs. That is the actor's and the critic's outputs (T, B, H), and the state after the last
+    step (B, 4H), which holds the actor's h and c, then the critic's. With `reset` False, the
+    state is never reset."""
     h_a, c_a, h_c, c_c = state[None].chunk(4, dim=-1)  # (1, B, H) each, as torch's LSTM takes them
     actor, critic = [], []
     for t in range(obs.shape[0]):
@@ -883,7 +886,8 @@ def unrolled(agent, obs, state, starts, reset=True):
 
 def unroll_case(m, starts):
     """A small agent (H = 8), 5 steps of 3 envs from a random state that is not 0, with the
-    episode starts `starts` (T, B); the student's unroll of it (no gradient), and the inputs."""
+    episode starts `starts` (T, B). Returns the agent, the inputs, and the student's unroll of
+    them, taken without gradient."""
     torch.manual_seed(0)
     agent = m.Agent(3, m.gym.spaces.Discrete(2), hidden_size=8, norm_obs=False)
     obs, state = torch.randn(5, 3, 3), torch.randn(3, 32)
@@ -1147,8 +1151,8 @@ CHECKS = {
 }
 CASES = [(1.5, 2.0, -2.4, 0.0), (1.5, -2.0, 3.0, 3.0), (0.5, 2.0, -1.0, -1.0), (0.5, -2.0, 1.6, 0.0), (1.1, 2.0, -2.2, -2.2)]
 # A learning run once every exercise of a script passes: (env, flags, return to reach). With seed 1
-# the reference scripts reach 479, 339, 500, 315, 1000 and, in 40,960 steps, 428; the budgets leave room for an implementation
-# that is right but draws its random numbers differently.
+# the reference scripts reach 479, 339, 500, 315, 1000 and, in 40,960 steps, 428. The budgets leave
+# room for an implementation that is right but draws its random numbers differently.
 LEARNING = {
     "reinforce": ("CartPole-v1", dict(total_timesteps=200_000), 200),
     "vpg": ("CartPole-v1", dict(total_timesteps=300_000, learning_rate=1e-3), 200),
@@ -1168,7 +1172,7 @@ def load(folder: Path, script: str):
 
 
 def run_check(module, check) -> tuple[bool, str]:
-    """(passed, detail): NotImplementedError means the exercise is not written yet; a Named
+    """(passed, detail). NotImplementedError means the exercise is not written yet. A Named
     failure's detail starts with "named: "."""
     try:
         torch.manual_seed(0)
@@ -1185,12 +1189,12 @@ def run_check(module, check) -> tuple[bool, str]:
 
 
 def isolated(folder: Path, script: str, number: int, scratch: Path):
-    """Your copy of `script` as the checks of exercise `number` see it where that exercise is a
-    block inside train or trpo_step, which the checks run through the code of other exercises:
-    each function or method that another exercise blanks is the reference's, and so is each block
-    of another exercise that is still blank in your copy (one you have written stays yours), so
-    that neither a mistake there nor a gap shows here. Loaded under the script's own name, as the
-    project's tests expect."""
+    """Your copy of `script` as the checks of exercise `number` see it, where that exercise is a
+    block inside train or trpo_step. The checks run that block through the code of other
+    exercises. So that neither a mistake there nor a gap shows here, each function or method that
+    another exercise blanks is the reference's. So is each block of another exercise that is
+    still blank in your copy, while one you have written stays yours. The copy is loaded under
+    the script's own name, as the project's tests expect."""
     lines, ref_lines = (folder / f"{script}.py").read_text().split("\n"), (ROOT / f"{script}.py").read_text().split("\n")
     tree, ref_tree = ast.parse("\n".join(lines)), ast.parse("\n".join(ref_lines))
     edits = {}  # first line: (last line, the reference's lines in their place)
@@ -1221,8 +1225,8 @@ def isolated(folder: Path, script: str, number: int, scratch: Path):
 
 
 def grade(folder: Path, exercises: list[int], learning: bool = True, out=print) -> dict[int, bool]:
-    """Run the checks of `exercises` on the scripts in `folder`; print what they found (see
-    report); return whether each exercise passed."""
+    """Run the checks of `exercises` on the scripts in `folder`, and print what they found (see
+    report). Returns whether each exercise passed."""
     modules = {script: load(folder, script) for script in SCRIPTS}
     passed = {}
     scratch = tempfile.TemporaryDirectory()

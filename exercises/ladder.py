@@ -1,14 +1,15 @@
 """The exercises, in order: what each one blanks in the student's copy of the scripts, with the
-one-line hint its NotImplementedError gives. `make.py` cuts them out; `grade.py` checks them.
+one-line hint its NotImplementedError gives. `make.py` cuts them out, and `grade.py` checks them.
 
-A part names a function or method of a script (a function defined inside another one as
-"trpo_step.acceptable"), and optionally one of the two policy heads that reinforce.py, vpg.py and
-trpo.py hold in one method: "if", the Gaussian head in the block `if self.continuous:`, or "else",
-the categorical head that follows it; or a block of its statements, by the text of their lines
-(not their line numbers, so that edits elsewhere in the script move nothing): one anchor names
-the statement whose first line holds it, two anchors the statements from the first to the second,
-taken in the innermost list of statements that holds both (the `with` block around the first,
-say, when the second follows it).
+A part names a function or method of a script. A function defined inside another one is named as
+"trpo_step.acceptable". A part may also name one of the two policy heads that reinforce.py, vpg.py
+and trpo.py hold in one method. The head "if" is the Gaussian head in the block
+`if self.continuous:`, and "else" the categorical head that follows it. Or a part names a block of
+the method's statements, by the text of their lines. It does not use their line numbers, so that
+edits elsewhere in the script move nothing. One anchor names the statement whose first line holds
+it. Two anchors name the statements from the first to the second. They are taken in the innermost
+list of statements that holds both. Where the first anchor lies inside a `with` block and the
+second after that block, the part starts at the `with`.
 """
 
 from typing import NamedTuple
@@ -19,8 +20,8 @@ SCRIPTS = ["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_continuous", "ppo_re
 class Part(NamedTuple):
     script: str
     name: str  # "compute_gae" or "Agent.get_action_and_value"
-    branch: str | None = None  # None: the whole body; "if" / "else": the Gaussian / categorical head
-    block: tuple[str, ...] | None = None  # ("if truncated.any():",) or (first anchor, last anchor)
+    branch: str | None = None  # None for the whole body, "if" for the Gaussian head, "else" for the categorical one
+    block: tuple[str, ...] | None = None  # one anchor, as `("if truncated.any():",)`, or two: (first anchor, last anchor)
 
 
 class Exercise(NamedTuple):

@@ -65,11 +65,11 @@ def block(lines: list[str], node: ast.AST, anchors: tuple[str, ...]) -> list[ast
 
 def region(lines: list[str], node: ast.AST, branch: str | None, anchors: tuple[str, ...] | None = None
            ) -> tuple[int, int, str]:
-    """(first line, last line, indentation) of the code to cut: a function's body after its
-    docstring, one head of a method that holds both ("if" is the body of its `if
-    self.continuous:`, "else" the statements after that block; each without its closing
-    `return`, which stays), or the block of statements that `anchors` name. Lines are 1-based;
-    comment lines just above the first statement belong to it."""
+    """(first line, last line, indentation) of the code to cut. It is a function's body after its
+    docstring, or one head of a method that holds both, or the block of statements that `anchors`
+    name. The head "if" is the body of its `if self.continuous:`, and "else" the statements after
+    that block. Each head is cut without its closing `return`, which stays. Lines are 1-based.
+    Comment lines just above the first statement belong to it."""
     if anchors is not None:
         body = block(lines, node, anchors)
         start = body[0].lineno

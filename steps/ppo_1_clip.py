@@ -4,13 +4,13 @@
     python steps/ppo_1_clip.py --env-id Pendulum-v1     # Box actions too, as vpg.py
     tensorboard --logdir runs
 
-A file of the course's steps (docs/trpo-to-ppo_discrete.html, docs/vpg-to-ppo_discrete.html):
-vpg.py's algorithm with its policy update replaced by the clipped surrogate of Schulman, Wolski,
-Dhariwal, Radford and Klimov (2017, arXiv:1707.06347), optimised as OpenAI's Spinning Up does:
-full-batch Adam steps on the policy, stopped early by the KL. The critic, the rollout and the
-advantages are vpg.py's. The rollout also stores log π_θ_old(a|s). ppo_discrete.py then adds the
-details of PPO's reference code. Comments that name the tooling (evaluation, input checks,
-checkpoints) speak of the scripts, whose tooling this file leaves out.
+A file of the course's steps (docs/trpo-to-ppo_discrete.html, docs/vpg-to-ppo_discrete.html).
+It is vpg.py's algorithm with its policy update replaced by the clipped surrogate of Schulman,
+Wolski, Dhariwal, Radford and Klimov (2017, arXiv:1707.06347). The surrogate is optimised as
+OpenAI's Spinning Up does: full-batch Adam steps on the policy, stopped early by the KL. The
+critic, the rollout and the advantages are vpg.py's. The rollout also stores log π_θ_old(a|s).
+ppo_discrete.py then adds the details of PPO's reference code. Comments that name the tooling
+(evaluation, input checks, checkpoints) speak of the scripts, whose tooling this file leaves out.
 
 What changes from vpg.py, one idea: many policy steps per batch on a clipped surrogate. VPG's
 estimate of the gradient holds only at the policy that collected the batch, so VPG takes one step
@@ -22,16 +22,16 @@ KL[π_θ_old ‖ π_θ] exceeds `--target-kl`. For it the rollout stores log π_
 size falls from vpg.py's 3e-3 to Spinning Up's 3e-4, as 80 steps take the place of one.
 
 What changes from trpo.py, one idea: a clipped objective in place of the trust region. TRPO keeps
-each update inside a KL trust region with one step along the natural gradient, found by conjugate
-gradient and checked by a line search (`trpo_step` and its helpers go, with the KL's closed form
-and the warning of a rejected step). PPO gets a similar caution from first-order Adam steps on the
-clipped surrogate, with the KL as a stop rather than a constraint. The policy has an Adam again
-(`--learning-rate` 3e-4, up to `--update-epochs` 80 steps, `--clip-coef` and `--target-kl` in place
-of `--max-kl` and `--cg-damping`), the rollout stores log π_θ_old(a|s), and the logs show the
-surrogate's loss and the k3 KL in place of the line search's statistics. trpo.py logged its
-exact KL as `kl`, and as `approx_kl` too. Here `kl` goes, and `approx_kl` holds the k3 estimate
-again, as in vpg.py. The critic, the rollout and the advantages are otherwise TRPO's, which are
-vpg.py's.
+each update inside a KL trust region. It takes one step along the natural gradient, found by
+conjugate gradient and checked by a line search. `trpo_step` and its helpers go, with the KL's
+closed form and the warning of a rejected step. PPO gets a similar caution from first-order Adam
+steps on the clipped surrogate, with the KL as a stop rather than a constraint. The policy has an
+Adam again: `--learning-rate` 3e-4, up to `--update-epochs` 80 steps, and `--clip-coef` and
+`--target-kl` in place of `--max-kl` and `--cg-damping`. The rollout stores log π_θ_old(a|s). The
+logs show the surrogate's loss and the k3 KL in place of the line search's statistics. trpo.py
+logged its exact KL as `kl`, and as `approx_kl` too. Here `kl` goes, and `approx_kl` holds the k3
+estimate again, as in vpg.py. The critic, the rollout and the advantages are otherwise TRPO's,
+which are vpg.py's.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """
@@ -382,11 +382,11 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             _, logprob, entropy = agent.get_action(b_obs, b_actions)
             # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
             logratio = logprob - b_logprobs
-            ratio = logratio.exp()  # r_t(θ); 1 (up to rounding) at the first step
-            # Early stop: the clip removes the incentive to move r beyond 1 ± ε, but it does not
-            # bound r, so the steps end once the policy has moved far from π_old: the k3 estimate
-            # of KL[π_old ‖ π_θ], checked before each step, as Spinning Up's PPO does (it checks
-            # the k1 estimate, the mean of log π_old − log π_θ, against 1.5 × its target_kl).
+            ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, at the first step.
+            # Early stop. The clip removes the incentive to move r beyond 1 ± ε, but it does not
+            # bound r. So the steps end once the k3 estimate of KL[π_old ‖ π_θ] shows the policy
+            # far from π_old. It is checked before each step, as in Spinning Up's PPO. Spinning Up
+            # uses the k1 estimate, the mean of log π_old − log π_θ, and stops at 1.5 × target_kl.
             kl = ((ratio - 1) - logratio).mean()
             if args.target_kl is not None and kl > args.target_kl:
                 break

@@ -21,9 +21,10 @@ clipped to the env's bounds for the env but stored unclipped, since its density 
 ratio needs. The head comes back. vpg.py, trpo.py and steps/ppo_1_clip.py had it beside the
 Categorical one, and ppo_discrete.py dropped it, since it takes Discrete actions alone, as
 CleanRL's `ppo.py` does. It comes back with one difference: log σ starts at 0 (σ = 1), not at
-−0.5 (σ ≈ 0.61). −0.5 is Spinning Up's, which vpg.py and trpo.py follow. 0 is the start of PPO's
-reference code and of CleanRL's `ppo_continuous_action.py`, the code that ppo_continuous.py is
-run beside in benchmarks/. The defaults stay ppo_discrete.py's, but for the env: Pendulum-v1.
+−0.5 (σ ≈ 0.61). The start −0.5 is Spinning Up's, which vpg.py and trpo.py follow. The start 0 is
+that of PPO's reference code and of CleanRL's `ppo_continuous_action.py`, the code that
+ppo_continuous.py is run beside in benchmarks/. The defaults stay ppo_discrete.py's, but for the
+env: Pendulum-v1.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
 """
@@ -134,9 +135,9 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 
 class Agent(nn.Module):
     """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
-    units (64 by default). The actor's output is the mean μ_θ(s) of a diagonal Gaussian
-    N(μ_θ(s), diag σ²). log σ is one learned parameter per action dimension, the same in every
-    state (continuous details 1-3). Separate networks, not a shared trunk (continuous detail 4)."""
+    units (64 by default). The actor outputs the mean μ_θ(s) of a diagonal Gaussian of covariance
+    diag σ². Its log σ is one learned parameter per action dimension, the same in every state
+    (continuous details 1-3). Separate networks, not a shared trunk (continuous detail 4)."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64):
         super().__init__()
@@ -237,9 +238,9 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     logratio = new_logprob - old_logprob
     ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
     pg_loss = -surrogate(ratio, advantages, clip_coef)
-    # Value loss. The paper uses (V_θ(s_t) − R_t)². PPO's reference code (openai/baselines ppo2)
-    # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio,
-    # but here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
+    # Value loss. The paper squares V_θ(s_t) − R_t. PPO's reference code (openai/baselines ppo2)
+    # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio.
+    # Here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
     # Engstrom et al. (2020) saw no gain from this clip. Andrychowicz et al. (2021) saw it hurt.
     # --no-clip-vloss turns it off, and benchmarks/ABLATIONS.md compares the two.
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
@@ -326,7 +327,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
     start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
-        if args.anneal_lr:  # α_i = α (1 − (i − 1)/I) in iteration i of I
+        if args.anneal_lr:  # α_i = α (I − i + 1)/I in iteration i of I
             frac = 1.0 - (iteration - 1.0) / num_iterations
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 

@@ -15,17 +15,17 @@ depends on the state alone leaves the expected gradient unchanged, because for e
 
     E_{a∼π}[∇_θ log π_θ(a|s) b(s)] = b(s) Σ_a ∇_θ π_θ(a|s) = b(s) ∇_θ Σ_a π_θ(a|s) = b(s) ∇_θ 1 = 0.
 
-V(s_t) ≈ E[G_t | s_t] takes out of each weight the part of the return the state alone predicts,
-which usually lowers the variance a lot (the baseline of least variance weights the returns by
-|∇ log π|², so V is not quite it, but it is the usual choice). V comes from the critic as it was
-before this batch, so it does not depend on the batch's actions. Two names change, because what
-they hold changes. The loss's weights are now Â_t, not G_t, so `reinforce_loss` takes
-`advantages`, and `--norm-returns` becomes `--norm-adv`. The loss keeps its name. Williams's
-REINFORCE already allows a baseline, and Sutton & Barto (2018, §13.4) call this REINFORCE with
-baseline. The rest stays reinforce.py's: batches of complete episodes, a time-limit cut taken as
-the episode's end, and no normalisation by default. The baseline is thus the only change to the
-algorithm. On CartPole-v1 its effect is small: at the tests' budget (150k steps, seed 1)
-reinforce.py reaches 379 and this file 384.
+The critic's V(s_t) ≈ E[G_t | s_t] takes out of each weight the part of the return that the state
+alone predicts. That usually lowers the variance a lot. V is not quite the baseline of least
+variance, which weights the returns by |∇ log π|², but it is the usual choice. V comes from the
+critic as it was before this batch, so it does not depend on the batch's actions. Two names
+change, because what they hold changes. The loss's weights are now Â_t, not G_t, so
+`reinforce_loss` takes `advantages`, and `--norm-returns` becomes `--norm-adv`. The loss keeps its
+name. Williams's REINFORCE already allows a baseline, and Sutton & Barto (2018, §13.4) call this
+REINFORCE with baseline. The rest stays reinforce.py's: batches of complete episodes, a time-limit
+cut taken as the episode's end, and no normalisation by default. The baseline is thus the only
+change to the algorithm. On CartPole-v1 its effect is small: at the tests' budget (150k steps,
+seed 1) reinforce.py reaches 379 and this file 384.
 
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
@@ -184,7 +184,7 @@ class Agent(nn.Module):
 def compute_returns(rewards, dones, gamma: float):
     """Discounted rewards-to-go of every step of a rollout, each within its own episode.
 
-    rewards and dones have shape (T, N), time-major, or (T,) for one env. dones[t] = 1 at the
+    Both rewards and dones have shape (T, N), time-major, or (T,) for one env. dones[t] = 1 at the
     last step of each episode. The sum stops at the episode's end and never crosses into the next:
 
         G_t = r_t + γ (1 − done_t) G_{t+1}   =   Σ_{l ≥ 0, within the episode} γ^l r_{t+l}
@@ -290,10 +290,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         next_obs_np, _ = envs.reset(seed=args.seed if global_step == 0 else None)
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
         iteration_start, batch_steps = global_step, 0
-        # NumPy while the rollout runs, one entry per step of the N envs. keep marks the steps
-        # that enter the batch: env i's, up to the end of its last episode in the batch.
+        # NumPy while the rollout runs, one entry per step of the N envs. The mask keep marks the
+        # steps that enter the batch: env i's, up to the end of its last episode in the batch.
         obs_np, actions_np, values_np, rewards_np, dones_np, keep_np = [], [], [], [], [], []
-        collecting = np.ones(args.num_envs, dtype=bool)  # env i's episode goes into the batch
+        collecting = np.ones(args.num_envs, dtype=bool)  # Env i's episode goes into the batch.
         # Collecting needs no gradient, because the update recomputes log π and V.
         # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
@@ -375,8 +375,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        # The share of the steps taken that entered the batch; the rest were spent by the other
-        # envs while the last episodes of the batch ran to their end.
+        # The share of the steps taken that entered the batch. The other envs spent the rest
+        # while the last episodes of the batch ran to their end.
         batch_fraction = batch_steps / (global_step - iteration_start)
         writer.add_scalar("charts/batch_fraction", batch_fraction, global_step)
         sps = (global_step - start_step) / (time.time() - start_time)

@@ -189,10 +189,10 @@ class Agent(nn.Module):
 def compute_returns(rewards, dones, last_value, gamma: float):
     """Discounted rewards-to-go of every step of a rollout, bootstrapped at the rollout's end.
 
-    rewards and dones have shape (T, N), time-major. dones[t] = 1 at the last step of each
-    episode, a time-limit truncation included. last_value = V(s_T), shape (N,), is the value of
-    the observation after the rollout's last step. The sum stops at the episode's end and never
-    crosses into the next:
+    Both rewards and dones have shape (T, N), time-major. dones[t] = 1 at the last step of each
+    episode, a time-limit truncation included. The argument last_value = V(s_T), shape (N,), is
+    the value of the observation after the rollout's last step. The sum stops at the episode's
+    end and never crosses into the next:
 
         R̂_t = r_t + γ (1 − done_t) R̂_{t+1},   with R̂_T = V(s_T)
 

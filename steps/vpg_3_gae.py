@@ -14,8 +14,8 @@ further λ:
 
     Â_t = Σ_{l<k} (γλ)^l δ_{t+l},    δ_t = r_t + γ V(s_{t+1}) − V(s_t),
 
-summed up to the episode's end or the batch's cut, k steps on (with no V(s_{t+1}) term after a
-termination). λ = 1 gives back R̂_t − V(s_t), and λ = 0 the one-step δ_t. `gae_lambda` = 0.97
+summed up to the episode's end or the batch's cut, k steps on. After a termination, δ_t has no
+V(s_{t+1}) term. λ = 1 gives back R̂_t − V(s_t), and λ = 0 the one-step δ_t. `gae_lambda` = 0.97
 lowers the variance. The price is a bias wherever V is inexact, since a smaller λ leans more
 on V. The critic's targets stay the λ = 1 returns R̂_t.
 
