@@ -396,9 +396,10 @@ def reinforce_rollout_section(results: list[dict]) -> list[str]:
         "rerun.")
 
 
-def recurrent_section(results: list[dict]) -> list[str]:
+def recurrent_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
     """ppo_recurrent.py on the NoVel envs (the recurrent suite), beside the feed-forward
-    ppo_discrete.py on the same env and budget and RL Zoo's RecurrentPPO."""
+    ppo_discrete.py on the same env and budget and RL Zoo's RecurrentPPO; and each env's learning
+    curves, both programs in one plot (recurrent-<env>.png in `out`)."""
     runs = [r for r in results if r["suite"] == "recurrent" and r["status"] == "ok"]
     if not runs:
         return []
@@ -434,7 +435,14 @@ def recurrent_section(results: list[dict]) -> list[str]:
     for (env_id, algo), cell in sorted(cells.items()):
         flags = cell[0]["command"].split(f"--seed {cell[0]['seed']}", 1)[1].strip()  # after env and seed
         lines.append(f"- {env_id}, `{algo}`: " + (f"`{flags}`" if flags else "its defaults"))
-    lines += ["", "```bash", "python benchmarks/run.py --suite recurrent --workers 1", "```", ""]
+    lines += ["", "Learning curves: the mean over seeds of each run's mean return over its last "
+              f"{WINDOW} episodes, with a 95% bootstrap band.", ""]
+    for env_id in sorted({env_id for env_id, _ in cells}):
+        png = out / f"recurrent-{env_id}.png"
+        plot_env(env_id, {algo: cell for (env, algo), cell in cells.items() if env == env_id}, png)
+        rel = png.relative_to(md_path.parent) if png.is_relative_to(md_path.parent) else png
+        lines += [f"![{env_id}: ppo_recurrent and the feed-forward script]({rel})", ""]
+    lines += ["```bash", "python benchmarks/run.py --suite recurrent --workers 1", "```", ""]
     return lines
 
 
@@ -707,7 +715,7 @@ def main() -> None:
     lines += figure3(finished, args.out, args.results_md)
     everything = load_results(args.out)  # the variants too
     lines += (vpg_lr_section(everything) + mujoco2_section(everything) + cg_stop_section(everything)
-              + reinforce_rollout_section(everything) + recurrent_section(everything)
+              + reinforce_rollout_section(everything) + recurrent_section(everything, args.out, args.results_md)
               + side_by_side_section(everything, args.out, args.results_md))
     if args.out == DEFAULT_OUT:  # README quotes the committed runs only
         rewrite_readme(everything)

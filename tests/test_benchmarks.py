@@ -467,15 +467,18 @@ def test_the_side_by_side_suite_runs_cleanrl_only_from_its_pinned_file(tmp_path,
     assert run.command(cleanrl[0])[:2] == ["python", "ppo_continuous_action.py"]
 
 
-def test_the_recurrent_section_shows_memory_beside_the_feed_forward_script():
+def test_the_recurrent_section_shows_memory_beside_the_feed_forward_script(tmp_path):
     def result(algo, env_id, seed, final, evals, flags=""):
+        curve = {"step": [1000, 50_000, 99_840], "return": [20.0, final / 2, final], "length": [20, 100, 300]}
         return {"suite": "recurrent", "status": "ok", "algo": algo, "env_id": env_id, "seed": seed,
-                "final_return": final, "eval_returns": evals, "total_timesteps": 99_840,
+                "final_return": final, "eval_returns": evals, "total_timesteps": 99_840, "curve": curve,
                 "command": f"python {algo}.py --env-id {env_id} --seed {seed}{flags}"}
 
     lines = report.recurrent_section([result("ppo_recurrent", "CartPoleNoVel-v1", 1, 300.0, [500.0]),
                                       result("ppo_discrete", "ppo_recurrent:CartPoleNoVel-v1", 1, 40.0, [30.0],
-                                             " --total-timesteps 99840")])
+                                             " --total-timesteps 99840")], tmp_path, tmp_path / "RESULTS.md")
+    assert (tmp_path / "recurrent-CartPoleNoVel-v1.png").stat().st_size > 0  # both curves, one plot
+    assert "![CartPoleNoVel-v1: ppo_recurrent and the feed-forward script](recurrent-CartPoleNoVel-v1.png)" in lines
     rows = [line for line in lines if line.startswith("| CartPoleNoVel-v1")]
     assert rows[0].startswith("| CartPoleNoVel-v1 | `ppo_recurrent` | 1 | 99,840 | 300.0 ± 0.0 | 500.0 ± 0.0 | 500.0")
     assert rows[1].startswith("| CartPoleNoVel-v1 | `ppo_discrete` | 1 | 99,840 | 40.0 ± 0.0 | 30.0 ± 0.0 |")
