@@ -342,8 +342,36 @@ def docstring_html(doc: str, source: str | None = None) -> tuple[str, set[int]]:
         elif all(line.startswith("    ") for line in lines):
             blocks.append(f"<pre>{html.escape(chr(10).join(line[4:] for line in lines))}</pre>")
         else:
-            blocks.append(f"<p>{prose(' '.join(line.strip() for line in lines))}</p>")
+            blocks.append(prose_block(lines))
     return "\n".join(blocks), targets
+
+
+def prose_block(lines: list[str]) -> str:
+    """Lines of prose -> paragraphs, where a run of lines that start with "- " (each continued by
+    lines indented two spaces) becomes a bulleted list."""
+    parts, paragraph, items = [], [], []
+
+    def flush():
+        if paragraph:
+            parts.append(f"<p>{prose(' '.join(paragraph))}</p>")
+            paragraph.clear()
+        if items:
+            parts.append("<ul>" + "".join(f"<li>{prose(item)}</li>" for item in items) + "</ul>")
+            items.clear()
+
+    for line in lines:
+        if line.startswith("- "):
+            if paragraph:
+                flush()
+            items.append(line[2:].strip())
+        elif items and line.startswith("  "):
+            items[-1] += " " + line.strip()
+        else:
+            if items:
+                flush()
+            paragraph.append(line.strip())
+    flush()
+    return "\n".join(parts)
 
 
 # The algorithm as numbered steps, which opens each script's module docstring (indented, so that

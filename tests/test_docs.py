@@ -462,3 +462,16 @@ def test_every_formula_in_the_prose_is_typeset():
         shown = re.sub(r"<(style|math|code|pre|summary)\b.*?</\1>", "", page.read_text(), flags=re.S)
         left = written.findall(text(shown))
         assert not left, (page.name, left[:5])
+
+
+@pytest.mark.parametrize("name", build.SCRIPTS)
+def test_a_list_in_the_module_docstring_is_a_list_on_the_page(name):
+    """Each "- " line of a module docstring (a list item, continued by lines indented two spaces)
+    is an item of a bulleted list on the page, not text run into the paragraph before it."""
+    doc = ast.get_docstring(ast.parse((ROOT / f"{name}.py").read_text()))
+    items = [line[2:] for line in doc.split("\n") if line.startswith("- ")]
+    page = build.render(name)
+    for item in items:
+        first_words = html.escape(" ".join(item.split()[:3]))
+        assert f"<li>{first_words}" in page, f"{name}.py: '- {item[:40]}…' is not a list item"
+    assert page.count("<li>") >= len(items)
