@@ -26,8 +26,8 @@ figures, benchmarks/speed_notes.md, is appended to the report.
 `--recurrent` times ppo_recurrent.py against sb3-contrib's RecurrentPPO instead, on
 CartPoleNoVel-v1 with RL Zoo's settings for it on both sides (8 envs × 32 steps, 20 epochs of one
 batch of 256, LSTM of 64 units for the actor and another for the critic, observation
-normalisation), alternated, and adds the figures to SPEED.json and SPEED.md, whose other tables
-it leaves as they are. sb3-contrib goes into benchmarks/.sb3-venv beside SB3.
+normalisation and reward scaling), alternated, and adds the figures to SPEED.json and SPEED.md,
+whose other tables it leaves as they are. sb3-contrib goes into benchmarks/.sb3-venv beside SB3.
 
 `--compare A B ...` times a change instead of writing the report: our command of each task from
 checkout A (the code before the change, e.g. a `git worktree`), then B, and so on, alternated
