@@ -33,6 +33,8 @@ RUNS = [  # (script, flags): each script's defaults on a short budget, several u
     ("ppo_discrete", dict(env_id="CartPole-v1", total_timesteps=16_384)),
     ("ppo_continuous", dict(env_id="Pendulum-v1", total_timesteps=8192)),
     ("ppo_continuous", dict(env_id="HalfCheetah-v4", total_timesteps=4096)),
+    ("ppo_recurrent", dict(env_id="CartPoleNoVel-v1", total_timesteps=4096)),
+    ("ppo_recurrent", dict(env_id="PendulumNoVel-v1", total_timesteps=4096)),
 ]
 
 
