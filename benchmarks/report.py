@@ -12,11 +12,15 @@ episodes, CleanRL's metric), beside the published figures of the reference imple
 RESULTS.md holds the default runs only. The runs of the ablations suite (a variant: one detail
 switched off) go into ABLATIONS.md, each beside the default runs of the same seeds: one plot per
 env, and a table of the difference of final returns with a 95% bootstrap interval.
+
+Each step page of docs/ shows a small figure of committed runs (STEP_FIGURES): the file before the
+step against the file after it. They go to docs/figures/, with their captions in steps.json.
 """
 
 import argparse
 import itertools
 import json
+import re
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -28,13 +32,15 @@ from presets import (  # noqa: E402
     CLEANRL_MUJOCO2,
     CLEANRL_V4,
     FIGURE3_ENVS,
+    FIVE_SEEDS,
     PPO_PAPER_FIGURE3,
     REFERENCES,
     RL_ZOO_RECURRENT,
     SIDE_BY_SIDE_ENVS,
     SUITES,
+    THREE_SEEDS,
 )
-from run import DEFAULT_OUT, load_results, matrix  # noqa: E402
+from run import DEFAULT_OUT, load_results, matrix, run_id  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 WINDOW = 20
@@ -93,23 +99,26 @@ def draw(ax, label: str, runs: list[dict], **style) -> None:
     ax.fill_between(grid, low, high, alpha=0.25, color=line.get_color())
 
 
-def plot_env(env_id: str, by_algo: dict, path: Path, in_order: bool = False) -> None:
+def plot_env(env_id: str, by_algo: dict, path: Path, in_order: bool = False, small: bool = False) -> None:
     """One line per key of `by_algo` (a script, or a script's variant), with its runs' band;
-    sorted by key, or in the dict's order."""
+    sorted by key, or in the dict's order. Small: 480 × 300 px, smaller type, steps in k and M."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
-    for algo, runs in (by_algo.items() if in_order else sorted(by_algo.items())):
-        draw(ax, f"{algo} ({len(runs)} seeds)", runs)
-    ax.set(title=env_id, xlabel="environment steps", ylabel=f"return (mean of last {WINDOW} episodes)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with plt.rc_context({"font.size": 8} if small else {}):
+        fig, ax = plt.subplots(figsize=(4.8, 3.0) if small else (6.4, 4.0), dpi=100)
+        for algo, runs in (by_algo.items() if in_order else sorted(by_algo.items())):
+            draw(ax, f"{algo} ({len(runs)} seeds)", runs)
+        ax.set(title=env_id, xlabel="environment steps", ylabel=f"return (mean of last {WINDOW} episodes)")
+        if small:
+            ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1e6:g}M" if x >= 1e6 else f"{x / 1e3:g}k" if x else "0")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
 
 
 READING_ORDER = ["reinforce", "vpg", "trpo", "ppo_continuous"]
@@ -666,6 +675,113 @@ def write_ablations(results: list[dict], out: Path, md_path: Path) -> None:
     print(f"wrote {md_path} and {sum(len(v) > 1 for v in plots.values())} plots in {out}")
 
 
+# The figure of each step page of docs/, which docs/build.py shows below the page's list of steps:
+# the committed runs of the file before the step and of the file after it, on an env where the
+# step makes a visible difference. Where the two cannot run on one env, ablations of the file after
+# the step stand in for its steps' ideas. A line: (its label, script, env, variant, seeds). The
+# note is the caption's reading of the runs, written by hand. It holds no number: the caption's
+# numbers are computed from the runs.
+STEP_FIGURES = {
+    ("reinforce", "vpg"): (
+        [("reinforce.py", "reinforce", "LunarLander-v3", "time-major", FIVE_SEEDS),
+         ("vpg.py", "vpg", "LunarLander-v3", None, FIVE_SEEDS)],
+        "`reinforce.py` runs with its time-major rollout, the code it has today. No committed run compares "
+        "one step file with the next. So the figure cannot tell which of the five steps makes the "
+        "difference, and no run shows the baseline of step 1 alone. `benchmarks/ABLATIONS.md` measures the "
+        "truncation bootstrap of step 3 in the PPO scripts."),
+    ("vpg", "trpo"): (
+        [("vpg.py", "vpg", "InvertedDoublePendulum-v4", None, THREE_SEEDS),
+         ("trpo.py", "trpo", "InvertedDoublePendulum-v4", None, THREE_SEEDS)],
+        "`trpo.py` does not end higher on every env. On HalfCheetah-v4 and LunarLander-v3 it ends below "
+        "`vpg.py` (`benchmarks/RESULTS.md`)."),
+    ("trpo", "ppo_discrete"): (
+        [("trpo.py", "trpo", "LunarLander-v3", "cg-stop", FIVE_SEEDS),
+         ("ppo_discrete.py", "ppo_discrete", "LunarLander-v3", None, FIVE_SEEDS)],
+        "`trpo.py` runs with its conjugate-gradient stop, the code it has today. The two scripts do not "
+        "run with the same settings. `ppo_discrete.py` takes the classic suite's LunarLander settings, "
+        "tuned for it, and `trpo.py` its defaults. So the gap is not the clip's alone. At their defaults "
+        "on CartPole-v1, `trpo.py` reaches the top sooner (`benchmarks/RESULTS.md`). No committed run of "
+        "`steps/ppo_1_clip.py` tells its step from the next."),
+    ("vpg", "ppo_discrete"): (
+        [("vpg.py", "vpg", "LunarLander-v3", None, FIVE_SEEDS),
+         ("ppo_discrete.py", "ppo_discrete", "LunarLander-v3", None, FIVE_SEEDS)],
+        "`ppo_discrete.py` learns faster at first, then `vpg.py` catches up. The two scripts do not run "
+        "with the same settings. `ppo_discrete.py` takes the classic suite's LunarLander settings, tuned "
+        "for it, and `vpg.py` its defaults. So the early gap is not the clip's alone. At their defaults on "
+        "CartPole-v1, `vpg.py` reaches the top sooner (`benchmarks/RESULTS.md`). No committed run of "
+        "`steps/ppo_1_clip.py` tells its step from the next."),
+    ("ppo_discrete", "ppo_continuous"): (
+        [("ppo_continuous.py", "ppo_continuous", "Pendulum-v1", None, FIVE_SEEDS),
+         ("--no-norm-reward", "ppo_continuous", "Pendulum-v1", "no-norm-reward", FIVE_SEEDS),
+         ("--no-norm-obs", "ppo_continuous", "Pendulum-v1", "no-norm-obs", FIVE_SEEDS)],
+        "`ppo_discrete.py` cannot act in Pendulum-v1, whose actions are continuous. So the figure shows "
+        "`ppo_continuous.py` with one step's idea switched off, from the ablations suite "
+        "(`benchmarks/ABLATIONS.md`). Its flag `--no-norm-reward` takes away the reward scaling of step 2, "
+        "and `--no-norm-obs` the observation normalisation of step 3. No committed run shows the Gaussian "
+        "head of step 1 or the defaults of step 4 alone."),
+    ("ppo_discrete", "ppo_recurrent"): (
+        [("ppo_discrete.py", "ppo_discrete", "ppo_recurrent:CartPoleNoVel-v1", None, FIVE_SEEDS),
+         ("ppo_recurrent.py", "ppo_recurrent", "CartPoleNoVel-v1", None, FIVE_SEEDS)],
+        "CartPoleNoVel-v1 is CartPole-v1 with the velocities in the observation set to 0. Without them, "
+        "one observation does not tell where the pole is going. `ppo_recurrent.py` runs at its defaults, "
+        "RL Zoo's settings, and `ppo_discrete.py` at its own, on the same budget (the recurrent suite, "
+        "`benchmarks/RESULTS.md`)."),
+}
+
+
+def difference(name: str, compared: str) -> str:
+    """A sentence from `compare`'s "+96.2 [+45.6, +133.5] | higher"."""
+    value, verdict = compared.split(" | ")
+    diff, interval = value.split(" ", 1)
+    return f"{name}: {diff}, 95% bootstrap interval {interval}, {verdict}."
+
+
+def step_figures(results: list[dict], out: Path = ROOT / "docs" / "figures") -> dict:
+    """For each step page of STEP_FIGURES: its plot, step-<from>-to-<to>.png (480 × 300 px), and its
+    entry in steps.json, which docs/build.py reads: the image, its alt text, the caption and the ids
+    of its runs. A run that the table names and that has not finished stops it."""
+    done = {run_id(r["algo"], r["env_id"], r["seed"], r.get("variant")): r for r in results if r["status"] == "ok"}
+    out.mkdir(parents=True, exist_ok=True)
+    pages = {}
+    for (before, after), (lines, note) in STEP_FIGURES.items():
+        ids = {label: [run_id(script, env_id, seed, variant) for seed in seeds]
+               for label, script, env_id, variant, seeds in lines}
+        missing = [i for run_ids in ids.values() for i in run_ids if i not in done]
+        if missing:
+            raise FileNotFoundError(f"the figure of {before} → {after} needs the run {missing[0]}, not finished "
+                                    f"in {display(DEFAULT_OUT)}/runs/")
+        runs = {label: [done[i] for i in run_ids] for label, run_ids in ids.items()}
+        env_id = lines[0][2].rpartition(":")[2]
+        budget = {r["flags"]["total_timesteps"] for cell in runs.values() for r in cell}
+        seeds = {tuple(seeds) for *_, seeds in lines}
+        assert len(budget) == len(seeds) == 1, f"{before} → {after}: one budget and one set of seeds for all lines"
+        budget, seeds = budget.pop(), seeds.pop()
+        seeds_text = (f"{seeds[0]}-{seeds[-1]}" if list(seeds) == list(range(seeds[0], seeds[-1] + 1))
+                      else ", ".join(map(str, seeds)))
+        name = f"step-{before}-to-{after}.png"
+        plot_env(f"{env_id}, {budget:,} steps", runs, out / name, in_order=True, small=True)
+        finals = {label: [r["final_return"] for r in cell] for label, cell in runs.items()}
+        (first, base), *others = finals.items()
+        results_text = (f"{env_id}, {budget:,} steps, seeds {seeds_text}. Final return, a run's mean over its last "
+                        "100 training episodes (mean ± std over seeds): "
+                        + ", ".join(f"`{label}` {mean_std(f, len(f))}" for label, f in finals.items()) + ". "
+                        + " ".join(difference(f"`{label}` − `{first}`", compare(base, f)) for label, f in others))
+        caption = "\n\n".join([
+            re.sub(r"(?<![\w-])-(?=\d)", "−", results_text),  # a minus sign, not a hyphen
+            note,
+            f"Each line is the mean over seeds of a run's mean return over its last {WINDOW} training episodes, "
+            "and its band a 95% bootstrap interval of that mean. The runs are in `benchmarks/results/runs/`: "
+            + ", ".join(f"`{run_ids[0].rpartition('seed')[0]}seed*` (suite {runs[label][0]['suite']})"
+                        for label, run_ids in ids.items()) + "."])
+        pages[f"{before}-to-{after}"] = {
+            "image": name, "width": 480, "height": 300,
+            "alt": f"Learning curves on {env_id} of " + " and ".join(finals) + ", mean over seeds with 95% bands",
+            "caption": caption, "runs": [i for run_ids in ids.values() for i in run_ids]}
+    (out / "steps.json").write_text(json.dumps(pages, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {len(pages)} step figures and steps.json in {display(out)}")
+    return pages
+
+
 def differing_versions(runs: list[dict], common: dict) -> str:
     """The package versions of `runs` that differ from `common`, e.g. "mujoco 2.3.7" (Pusher-v4
     does not load on mujoco 3+, so its runs are made in a venv with mujoco<3)."""
@@ -717,8 +833,9 @@ def main() -> None:
     lines += (vpg_lr_section(everything) + mujoco2_section(everything) + cg_stop_section(everything)
               + reinforce_rollout_section(everything) + recurrent_section(everything, args.out, args.results_md)
               + side_by_side_section(everything, args.out, args.results_md))
-    if args.out == DEFAULT_OUT:  # README quotes the committed runs only
+    if args.out == DEFAULT_OUT:  # README and the step pages' figures show the committed runs only
         rewrite_readme(everything)
+        step_figures(everything)
     for env_id in sorted(cells):
         png = args.out / f"{env_id}.png"
         plot_env(env_id, cells[env_id], png)

@@ -39,7 +39,9 @@ go step by step through the files in steps/ (SUBSTEPS): each step under the idea
 details, its docstring names, with the algorithm's lines of code it removes or adds (its lines of
 comments and docstrings counted apart) and the differences of each definition above the tooling
 banner; then the tooling's differences, once. There a fraction
-in a `# math:` line is drawn as large as the code around it. derivations.html (docs/derivations.py)
+in a `# math:` line is drawn as large as the code around it. Under the list of steps, a figure
+shows the learning curves of the files before and after the step, from committed benchmark runs:
+benchmarks/report.py draws it and writes its caption in docs/figures/. derivations.html (docs/derivations.py)
 derives the equations beside the lines that compute them, and each `# math:` equation of a script
 page links to it.
 
@@ -53,6 +55,7 @@ import difflib
 import html
 import io
 import itertools
+import json
 import re
 import tokenize
 from pathlib import Path
@@ -85,6 +88,9 @@ SUBSTEPS = {("reinforce", "vpg"): ["vpg_1_baseline", "vpg_2_rollout", "vpg_2b_tr
                                                  "ppo_continuous_2_norm"]}
 # (from, to): the step pages; then one for a reader who skips TRPO, and one for each branch
 STEPS = list(itertools.pairwise(ORDER)) + [("vpg", "ppo_discrete")] + [(old, new) for new, old in BRANCHES.items()]
+# The step pages' figures and their captions, which benchmarks/report.py makes from the committed
+# runs (its STEP_FIGURES): step-<from>-to-<to>.png and steps.json.
+FIGURES = ROOT / "docs" / "figures"
 # The definitions that make up the algorithm; a step page shows their differences first.
 ALGORITHM = ["layer_init", "mlp", "Agent", "compute_returns", "compute_gae", "reinforce_loss", "vpg_loss",
              "surrogate", "mean_kl", "flat_grad", "fisher_vector_product", "conjugate_gradient", "line_search",
@@ -165,6 +171,11 @@ code { font: 90% ui-monospace, Menlo, Consolas, monospace; background: #f0f0f3; 
 .notes .backlinks { font-size: 12.5px; text-align: right; margin: 6px 0; }
 .notes .eq > math { min-width: 0; } .notes a.derivation { font-size: 12.5px; white-space: nowrap; text-decoration: none; }
 .code .line:target { background: #fff3b0; } .code .line { scroll-margin-top: 30vh; }
+/* A step page's figure: the learning curves before and after the step, its caption beside it. */
+.step-figure { display: flex; flex-wrap: wrap; align-items: flex-start; gap: 8px 20px; margin: 12px 0 16px; }
+.step-figure img { flex: none; max-width: 100%; height: auto; border: 1px solid #eee; }
+.step-figure figcaption { flex: 1 1 320px; font-size: 13.5px; color: #3c3c46; }
+.step-figure figcaption p { margin: 0 0 6px; } .step-figure code { white-space: nowrap; }
 """
 
 # Unicode in the scripts' plain-text formulas -> LaTeX, for typesetting them.
@@ -883,6 +894,18 @@ def counted(code: int, comments: int) -> str:
             f"of comments and docstrings")
 
 
+def step_figure(old_name: str, new_name: str) -> str:
+    """The page's figure and its caption, from docs/figures/steps.json. A page without its figure
+    stops the build."""
+    entry = json.loads((FIGURES / "steps.json").read_text()).get(f"{old_name}-to-{new_name}")
+    if not entry or not (FIGURES / entry["image"]).is_file():
+        raise FileNotFoundError(f"no figure of {old_name}-to-{new_name} in docs/figures/: run python benchmarks/report.py")
+    return (f'<figure class="step-figure"><img src="figures/{entry["image"]}" width="{entry["width"]}" '
+            f'height="{entry["height"]}" alt="{html.escape(entry["alt"])}">'
+            f"<figcaption>{''.join(f'<p>{prose(text)}</p>' for text in entry['caption'].split(chr(10) * 2))}"
+            "</figcaption></figure>")
+
+
 def step_page(old_name: str, new_name: str) -> str:
     hops = course(old_name, new_name)
     sections, items = [], []
@@ -912,6 +935,7 @@ def step_page(old_name: str, new_name: str) -> str:
         title = f"{old_name}.py → {new_name}.py: {prose(hops[0][2])}"
     nav = (f'<nav class="pages"><a href="{old_name}.html">← {old_name}.py</a>'
            f'<a href="{new_name}.html">{new_name}.py →</a></nav>')
+    intro += step_figure(old_name, new_name)
     content = (f"<header><h1>{title}</h1><p><a href=\"index.html\">pgref</a> · "
                f"the differences of each definition, step by step, the algorithm's first; changes that only "
                f"re-wrap a comment are left out</p></header>\n{nav}\n"
@@ -1014,7 +1038,8 @@ if __name__ == "__main__":
     parser.add_argument("--screenshots", type=Path,
                         help="also save here screenshot-{1366,1920}.png of ppo_continuous.html's GAE, "
                              "screenshot-tooling-{1366,1920}.png of reinforce.html's end with its tooling "
-                             "folded, screenshot-step-{1366,1920}.png of reinforce-to-vpg.html's second step "
+                             "folded, screenshot-step-{1366,1920}.png of reinforce-to-vpg.html's second step, "
+                             "screenshot-step-figure-{1366,1920}.png of its figure, "
                              "screenshot-derivations-{1366,1920}.png of derivations.html's GAE returns "
                              "and screenshot-pseudocode-{1366,1920}.png of vpg.html's pseudocode")
     args = parser.parse_args()
@@ -1035,6 +1060,9 @@ if __name__ == "__main__":
             print(f"wrote {path}")
             path = args.screenshots / f"screenshot-step-{width}.png"  # reinforce → vpg: the rollout step
             screenshot(args.out / "reinforce-to-vpg.html", "#step-2", path, width)
+            print(f"wrote {path}")
+            path = args.screenshots / f"screenshot-step-figure-{width}.png"  # its list of steps and its figure
+            screenshot(args.out / "reinforce-to-vpg.html", "figure.step-figure", path, width, block="end")
             print(f"wrote {path}")
             path = args.screenshots / f"screenshot-derivations-{width}.png"  # GAE's ends and returns
             screenshot(args.out / "derivations.html", "#eq-gae-ends", path, width)

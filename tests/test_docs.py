@@ -4,6 +4,7 @@ converts, and in a real browser (Debian's headless Chromium) every formula is ty
 import ast
 import html
 import itertools
+import json
 import re
 import shutil
 import subprocess
@@ -203,6 +204,67 @@ def test_each_step_page_names_its_steps_and_links_its_real_predecessor(old, new)
     assert intro.count("<li>") == len(build.SUBSTEPS.get((old, new), [])) + 1
     assert f'<a href="{old}.html">← {old}.py</a>' in page and f'<a href="{new}.html">{new}.py →</a>' in page
     assert set(TITLES) == set(build.STEPS)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """(width, height) of a PNG, from its header."""
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def test_every_step_page_shows_its_figure_made_from_committed_runs(tmp_path):
+    """Each step page shows its figure, docs/figures/step-<from>-to-<to>.png, at the size it is
+    drawn, with alt text and its caption. The runs it names are finished and committed, with the
+    seeds its caption states. benchmarks/report.py, run on the committed runs, draws the same
+    figures and writes the same captions."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import report
+    import run
+
+    assert set(report.STEP_FIGURES) == set(build.STEPS)
+    entries = json.loads((build.FIGURES / "steps.json").read_text())
+    assert set(entries) == {f"{old}-to-{new}" for old, new in build.STEPS}
+    for old, new in build.STEPS:
+        entry, page = entries[f"{old}-to-{new}"], (ROOT / "docs" / f"{old}-to-{new}.html").read_text()
+        figure = re.search(r'<figure class="step-figure"><img src="figures/([^"]+)" width="(\d+)" height="(\d+)" '
+                           r'alt="([^"]+)"><figcaption>(.+?)</figcaption></figure>', page)
+        assert figure, f"docs/{old}-to-{new}.html shows no figure"
+        image, width, height, alt, caption = figure.groups()
+        assert image == entry["image"] == f"step-{old}-to-{new}.png" and alt == html.escape(entry["alt"])
+        assert png_size(build.FIGURES / image) == (int(width), int(height)) == (480, 300)
+        assert caption.count("<p>") == 3 and "bootstrap interval" in caption and "benchmarks/results/runs/" in caption
+        seeds = re.search(r"seeds (\d+)-(\d+)\.", entry["caption"])
+        for run_id in entry["runs"]:
+            result = ROOT / "benchmarks" / "results" / "runs" / run_id / "result.json"
+            assert result.is_file(), f"{old}-to-{new}: no committed run {run_id}"
+            r = json.loads(result.read_text())
+            assert r["status"] == "ok" and int(seeds[1]) <= r["seed"] <= int(seeds[2]), (run_id, seeds[0])
+            assert re.sub(r"seed\d+$", "seed*", run_id) in entry["caption"]
+        lines = report.STEP_FIGURES[old, new][0]
+        assert len(entry["runs"]) == sum(len(cell[-1]) for cell in lines)
+        assert all(list(cell[-1]) == list(range(int(seeds[1]), int(seeds[2]) + 1)) for cell in lines)
+    fresh = report.step_figures(run.load_results(run.DEFAULT_OUT), tmp_path)
+    assert fresh == entries, "docs/figures/ is out of date: run python benchmarks/report.py"
+    for entry in fresh.values():
+        assert png_size(tmp_path / entry["image"]) == png_size(build.FIGURES / entry["image"])
+
+
+def test_a_step_figure_needs_its_runs(tmp_path, monkeypatch):
+    """A figure whose runs have not finished stops report.py, and a page without its figure stops
+    the build."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import report
+    import run
+
+    (lines, note), *_ = report.STEP_FIGURES.values()
+    monkeypatch.setattr(report, "STEP_FIGURES", {("reinforce", "vpg"): ([(*lines[0][:3], "no-such-variant", [1])], note)})
+    with pytest.raises(FileNotFoundError, match="no-such-variant"):
+        report.step_figures(run.load_results(run.DEFAULT_OUT), tmp_path)
+    (tmp_path / "steps.json").write_text("{}")
+    monkeypatch.setattr(build, "FIGURES", tmp_path)
+    with pytest.raises(FileNotFoundError, match="run python benchmarks/report.py"):
+        build.step_page("reinforce", "vpg")
 
 
 def test_a_step_whose_docstring_names_no_idea_stops_the_build():
