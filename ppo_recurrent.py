@@ -277,8 +277,8 @@ class Agent(nn.Module):
         T − 1 (B, 4H). The rollout calls it with T = 1. An LSTM runs a whole sequence in one call,
         much faster than step by step. But its state can be reset only between calls. So the T
         steps are cut before each step where some env's episode starts, and each stretch is one
-        call. Cut or not, the LSTM computes the same numbers. So the replay gives back the
-        rollout's outputs exactly."""
+        call. Cut or not, the LSTM computes the same numbers, up to the last bits. On a CPU, with
+        the defaults, the replay gives back the rollout's outputs bit for bit."""
         cuts = [t for t in range(1, obs.shape[0]) if episode_starts[t].any()]
         actor_out, critic_out = [], []
         for begin, end in itertools.pairwise([0, *cuts, obs.shape[0]]):

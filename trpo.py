@@ -359,10 +359,10 @@ def trpo_step(agent, params, obs, actions, advantages, args):
     # Up do.
     backtracks = line_search(params, full_step, acceptable, 0.8, 10)
     # The mean KL that the update reached: exact over the actions, by the closed form, and a mean
-    # over the batch's states. The other scripts estimate it from the sampled actions (approx_kl).
-    # Here that key gets this value, so that the logs compare.
+    # over the batch's states. It is logged as losses/kl. The other scripts log an estimate from
+    # the sampled actions, under another name: losses/approx_kl.
     kl = mean_kl(agent, obs, old).item()
-    return {"kl": kl, "approx_kl": kl, "backtracks": backtracks, "entropy": entropy.mean().item(),
+    return {"kl": kl, "backtracks": backtracks, "entropy": entropy.mean().item(),
             "step_accepted": float(backtracks < 10)}  # 0: every try rejected, θ stayed θ_old
 
 

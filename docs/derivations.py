@@ -529,9 +529,9 @@ SECTIONS = [
         "from a zero state then gives another $h_t$ at each step before the segment's first episode start. "
         "At those steps the ratio at $\\theta_{old}$ is in general not 1. The replay also needs the "
         "rollout's resets, at the same steps. With both, the first minibatch of an update has ratio 1. On the "
-        "CPU, the tests find it 1 exactly, with the whole batch in one minibatch or with fewer envs in each. "
-        "torch's LSTM gives the same numbers whether it runs one step per call, as in the rollout, or a "
-        "stretch of steps, as in the replay.",
+        "CPU, the tests find it 1 exactly, with 4 envs in one minibatch and with 2 in each of two. With a "
+        "single env in each minibatch, it is 1 up to rounding. The rollout runs the LSTM one step per call and "
+        "the replay a stretch of steps per call, and the two give the same numbers, up to the last bits.",
         Eq("eq-replay", r"r_t(\theta) = \frac{\pi_\theta(a_t|h_t)}{\pi_{\theta_{old}}(a_t|h_t^{old})}, \qquad"
                         r" h_{-1} = h_{-1}^{old} \ \Rightarrow\ h_t = h_t^{old} \text{ at } \theta = \theta_{old}"
                         r" \ \Rightarrow\ r_t(\theta_{old}) = 1",
@@ -539,11 +539,11 @@ SECTIONS = [
         "This is why a minibatch holds whole sequences of T steps: those of a random set of N/M envs. A step drawn "
         "alone from the batch would have no stored state to start from.",
         "An episode may start inside the segment. Before that step, the state is multiplied by 0, so the new "
-        "episode starts from the zero state, as at the very start. An LSTM call cannot reset its state midway, so "
-        "the unroll cuts the segment before each step where some env's episode starts. The product with 0 has a "
-        "zero derivative. "
+        "episode starts from the zero state, as at the very start. The product with 0 has a zero derivative. "
         "So no gradient flows from a step of one episode into the steps of the episode before it. The chain "
-        "of {eq:eq-bptt} stops at each episode's first step.",
+        "of {eq:eq-bptt} stops at each episode's first step. An LSTM call cannot reset its state midway. So "
+        "the unroll cuts the segment before each step where some env's episode starts, and runs each stretch "
+        "in one call.",
         Eq("eq-state-reset", r"(h_{t-1}, c_{t-1}) \leftarrow (1 - \mathrm{start}_t)\,(h_{t-1}, c_{t-1}), \qquad"
                              r" \frac{\partial h_t}{\partial h_{t-1}} = 0 \ \text{ where } \mathrm{start}_t = 1",
            [Code("ppo_recurrent", "Agent.unroll", "state = state * (1.0 - episode_starts[begin])[:, None]"),
@@ -590,8 +590,8 @@ SECTIONS = [
                            r" &= \sum_a \pi_{old}(a|s)\big(\log\pi_{old}(a|s) - \log\pi_\theta(a|s)\big) \end{array}",
            [Code("trpo", "mean_kl", "kl = (logstd - old_logstd - 0.5"),
             Code("trpo", "mean_kl", "kl = old_log_pi.exp() * (old_log_pi - log_pi)")]),
-        "trpo.py logs the mean KL that an update reached, by this closed form, under its own name, `kl`. It "
-        "logs the same number as `approx_kl` too, so that its logs compare with the other scripts'. Those "
+        "trpo.py logs the mean KL that an update reached, by this closed form, under its own name, `kl`. The "
+        "other scripts log an estimate under another name, `approx_kl`. They "
         "estimate how far an update moved the policy from the batch's own samples "
         "$a \\sim \\pi_{old}$, with $r = \\pi_\\theta/\\pi_{old}$ (J. Schulman, \"Approximating KL divergence\", "
         "2020). They use it for the logs, and for PPO's optional early stop, `--target-kl`. $k_1$ is unbiased "
@@ -616,14 +616,15 @@ SECTIONS = [
                 "self.mean = self.mean + delta * batch_count / total",
                 "m2 = (self.var * self.count + batch_var * batch_count")),
         "Each observation feature is brought to mean 0 and standard deviation 1 under those statistics, and "
-        "clipped to ±c (c = 10). ppo_recurrent.py normalises its observations and scales its rewards the "
-        "same way. The course brings the observations' normalisation in the step to {step:ppo_continuous_2_norm}.",
+        "clipped to ±c (c = 10). ppo_recurrent.py normalises its observations the same way. The course brings "
+        "the observations' normalisation in the step to {step:ppo_continuous_2_norm}.",
         Eq("eq-normalise-observation", r"\tilde s = \mathrm{clip}\big((s - \mu_s) / \sqrt{\sigma_s^2 + 10^{-8}},\ -c,\ c\big)",
            each(["ppo_continuous", "ppo_recurrent"], "Agent.normalize_obs", "normalized = (obs - self.obs_rms.mean) / np.sqrt(")),
         "Rewards are divided by the standard deviation of $R_t$, a running discounted sum of each env's past "
         "rewards, restarted at each episode. They are not divided by the standard deviation of the rewards "
-        "themselves. The mean is not subtracted, so each reward keeps its sign. The course brings the reward "
-        "scaling in the step to {step:ppo_continuous_1b_reward_scaling}.",
+        "themselves. The mean is not subtracted, so each reward keeps its sign. ppo_recurrent.py scales its "
+        "rewards the same way. The course brings the reward scaling in the step to "
+        "{step:ppo_continuous_1b_reward_scaling}.",
         Eq("eq-reward-scaling", r"R_t = \gamma R_{t-1} + r_t, \qquad \tilde r_t = \mathrm{clip}\big(r_t"
                                 r" / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)",
            each(["ppo_continuous", "ppo_recurrent"], "RewardScaler.scale",

@@ -85,6 +85,6 @@ LADDER = [
     Exercise(13, "the recurrent agent's memory: the state carried, and reset where an episode starts",
              [Part("ppo_recurrent", "Agent.unroll")],
              "from the state given: zero the state (all 4H) where episode_starts[t] = 1, then run the actor's "
-             "and the critic's LSTM on obs[t], one step or one stretch without a start per call; return their "
-             "outputs (T, B, H) and the last state"),
+             "and the critic's LSTM on obs[t], one step per call, or one stretch per call with no episode "
+             "start after its first step; return their outputs (T, B, H) and the last state"),
 ]

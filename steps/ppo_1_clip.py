@@ -29,8 +29,8 @@ steps on the clipped surrogate, with the KL as a stop rather than a constraint. 
 Adam again: `--learning-rate` 3e-4, up to `--update-epochs` 80 steps, and `--clip-coef` and
 `--target-kl` in place of `--max-kl` and `--cg-damping`. The rollout stores log π_θ_old(a|s). The
 logs show the surrogate's loss and the k3 KL in place of the line search's statistics. trpo.py
-logged its exact KL as `kl`, and as `approx_kl` too. Here `kl` goes, and `approx_kl` holds the k3
-estimate again, as in vpg.py. The critic, the rollout and the advantages are otherwise TRPO's,
+logged its exact KL as `kl`. Here `kl` goes, and `approx_kl` holds the k3 estimate again, as in
+vpg.py. The critic, the rollout and the advantages are otherwise TRPO's,
 which are vpg.py's.
 
 Lines starting with `# math:` hold the LaTeX of the equation the code below computes.

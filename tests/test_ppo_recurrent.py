@@ -274,7 +274,7 @@ def test_rewards_are_scaled_by_default_and_raw_with_no_norm_reward(monkeypatch, 
     """RL Zoo's VecNormalize scales the rewards, and so does the script, with ppo_continuous.py's
     RewardScaler (the same text, tested there). CartPoleNoVel-v1 pays 1 at every step. GAE gets
     ones with --no-norm-reward, and 1 divided by the std of the discounted return by default.
-    The rewards are scaled after the step, so the same seed acts the same either way."""
+    The rewards are scaled after the step, so the first rollout acts the same either way."""
     assert inspect.getsource(rec.RewardScaler) == inspect.getsource(ppo_continuous.RewardScaler)
     test_ppo_continuous.test_reward_scale_is_std_of_discounted_return_reset_at_episode_end(module=rec)
     seen, real_gae = [], rec.compute_gae
