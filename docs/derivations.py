@@ -508,7 +508,8 @@ SECTIONS = [
         "weights θ. The action is drawn from a distribution on that state, not on $s_t$ alone. The critic has "
         "an LSTM of its own, built the same way.",
         Eq("eq-recurrent-policy", r"h_t = f_\theta(h_{t-1}, s_t), \qquad a_t \sim \pi_\theta(\cdot|h_t)",
-           [Code("ppo_recurrent", "Agent.unroll", "out, (h_actor, c_actor) = self.actor_lstm(obs[begin:end], (h_actor, c_actor))"),
+           [Code("ppo_recurrent", "Agent.unroll",
+                 "out, (h_actor, c_actor) = self.actor_lstm(obs[begin:end], (h_actor, c_actor))"),
             Code("ppo_recurrent", "Agent.get_action_and_value", "logits = self.actor_head(actor_out)")]),
         "A rollout is a segment of T steps per env. Its first step starts from a stored state $h_{-1}$: the "
         "state that the env's last segment ended with, or 0 at the run's start. So $h_t$ depends on θ through "

@@ -84,11 +84,13 @@ COMPUTES = {
                              "m2 = (self.var * self.count + batch_var * batch_count"),
     "eq-normalise-observation": on(["ppo_continuous", "ppo_recurrent"],
                                    "(obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + 1e-8)"),
-    "eq-reward-scaling": on(["ppo_continuous", "ppo_recurrent"], "self.discounted_return = self.gamma * self.discounted_return + reward",
+    "eq-reward-scaling": on(["ppo_continuous", "ppo_recurrent"],
+                            "self.discounted_return = self.gamma * self.discounted_return + reward",
                             "scaled = reward / np.sqrt(self.return_rms.var + 1e-8)"),
     # the recurrent policy: its state, the gradient through time from the stored start state, the
     # replay from that state, and the reset at an episode's start
-    "eq-recurrent-policy": on(["ppo_recurrent"], "out, (h_actor, c_actor) = self.actor_lstm(obs[begin:end], (h_actor, c_actor))",
+    "eq-recurrent-policy": on(["ppo_recurrent"],
+                              "out, (h_actor, c_actor) = self.actor_lstm(obs[begin:end], (h_actor, c_actor))",
                               "logits = self.actor_head(actor_out)"),
     "eq-bptt": on(["ppo_recurrent"], "start_state = next_state.clone()", "loss.backward()"),
     "eq-replay": on(["ppo_recurrent"], "obs[:, mb], start_state[mb], episode_starts[:, mb], actions[:, mb])"),

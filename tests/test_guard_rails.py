@@ -86,7 +86,7 @@ DIVERGING = {  # a setup that makes each script's update non-finite in its first
     "vpg": dict(env_id="HugeRewardDiscrete-v0"),
     "trpo": dict(env_id="HugeRewardDiscrete-v0"),
     "reinforce": dict(env_id="HugeRewardDiscrete-v0"),
-    "ppo_recurrent": dict(env_id="HugeRewardDiscrete-v0"),
+    "ppo_recurrent": dict(env_id="HugeRewardDiscrete-v0", norm_reward=False),  # scaled, they stay small
 }
 
 
