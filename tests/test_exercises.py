@@ -193,7 +193,8 @@ FULL_RETURN = RETURNS_LOOP.replace("    return returns\n", """    for t in range
 # Agent.unroll's reset of the state, and the step that follows it (the mistake: the reset after the step)
 RESET = "            state = state * (1.0 - episode_starts[begin])[:, None]\n"
 UNROLL_STEP = """\
-            h_actor, c_actor, h_critic, c_critic = state[None].chunk(4, dim=-1)  # (1, B, H) each
+            # (1, B, H) each, as copies: cuDNN's LSTM refuses views as its state.
+            h_actor, c_actor, h_critic, c_critic = (x.contiguous() for x in state[None].chunk(4, 2))
             out, (h_actor, c_actor) = self.actor_lstm(obs[begin:end], (h_actor, c_actor))
             actor_out.append(out)
             out, (h_critic, c_critic) = self.critic_lstm(obs[begin:end], (h_critic, c_critic))
