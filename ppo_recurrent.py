@@ -285,7 +285,7 @@ class Agent(nn.Module):
             # A new episode must not see the last one: its state starts at 0, as at the start.
             # math: (h_{t-1}, c_{t-1}) \leftarrow (1 - \mathrm{start}_t)\,(h_{t-1}, c_{t-1})
             state = state * (1.0 - episode_starts[begin])[:, None]
-            # (1, B, H) each, as copies: cuDNN's LSTM refuses views as its state.
+            # (1, B, H) each, contiguous: cuDNN's LSTM refuses a non-contiguous state.
             h_actor, c_actor, h_critic, c_critic = (x.contiguous() for x in state[None].chunk(4, 2))
             out, (h_actor, c_actor) = self.actor_lstm(obs[begin:end], (h_actor, c_actor))
             actor_out.append(out)

@@ -193,7 +193,7 @@ FULL_RETURN = RETURNS_LOOP.replace("    return returns\n", """    for t in range
 # Agent.unroll's reset of the state, and the step that follows it (the mistake: the reset after the step)
 RESET = "            state = state * (1.0 - episode_starts[begin])[:, None]\n"
 UNROLL_STEP = """\
-            # (1, B, H) each, as copies: cuDNN's LSTM refuses views as its state.
+            # (1, B, H) each, contiguous: cuDNN's LSTM refuses a non-contiguous state.
             h_actor, c_actor, h_critic, c_critic = (x.contiguous() for x in state[None].chunk(4, 2))
             out, (h_actor, c_actor) = self.actor_lstm(obs[begin:end], (h_actor, c_actor))
             actor_out.append(out)
