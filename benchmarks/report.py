@@ -539,23 +539,25 @@ def side_by_side_section(results: list[dict], out: Path, md_path: Path) -> list[
              "Difference: ours − CleanRL of the means, with a 95% stratified bootstrap interval (10,000 samples). "
              "P(ours > CleanRL): the probability that a run of ours ends above a run of CleanRL's, with its interval. "
              "The verdict reads the difference's interval: \"higher\" or \"lower\" where it excludes 0, else "
-             "\"cannot tell apart\". Steps to CleanRL's median: the median over runs of the first step where the mean "
-             "of the last 20 episodes reaches the median final return of CleanRL's runs (∞ where a run never does).", "",
+             "\"cannot tell apart\". Steps to CleanRL's median, the time to a result: for each program, the median over "
+             "its runs of the first step where the mean of the last 20 episodes reaches the median final return of "
+             "CleanRL's runs (∞ where a run never does), with a 95% bootstrap interval of that median.", "",
              "| env | seeds (ours / CleanRL) | ours: mean ± std, IQM | CleanRL: mean ± std, IQM | ours − CleanRL [95%] "
-             "| P(ours > CleanRL) [95%] | verdict | steps to CleanRL's median (ours / CleanRL) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| P(ours > CleanRL) [95%] | verdict | steps to CleanRL's median: ours [95%] | CleanRL [95%] |",
+             "|---|---|---|---|---|---|---|---|---|"]
 
     def finals(runs):
         return [r["final_return"] for r in runs]
 
-    def steps_to(runs, target):
-        return float(np.median([stats.steps_to(r["curve"]["step"], r["curve"]["return"], target) for r in runs]))
+    def steps_to(runs, target):  # "median [low, high]" of the runs' steps to target
+        steps = [stats.steps_to(r["curve"]["step"], r["curve"]["return"], target) for r in runs]
+        return "{:,.0f} [{:,.0f}, {:,.0f}]".format(np.median(steps), *stats.median_interval(steps)).replace("inf", "∞")
 
     def row(label, a_runs, b_runs, with_steps=True):
         v = versus(a_runs, b_runs)
         a, b = v["a"], v["b"]
         target = float(np.median(b))
-        steps = f"{steps_to(a_runs, target):,.0f} / {steps_to(b_runs, target):,.0f}" if with_steps else ""
+        steps = f"{steps_to(a_runs, target)} | {steps_to(b_runs, target)}" if with_steps else " |"
         return (f"| {label} | {len(a)} / {len(b)} | {np.mean(a):.1f} ± {np.std(a):.1f}, {stats.iqm(a):.1f} | "
                 f"{np.mean(b):.1f} ± {np.std(b):.1f}, {stats.iqm(b):.1f} | {v['difference']:+.1f} "
                 f"[{v['low']:+.1f}, {v['high']:+.1f}] | {v['p']:.2f} [{v['p_low']:.2f}, {v['p_high']:.2f}] | "
@@ -574,7 +576,7 @@ def side_by_side_section(results: list[dict], out: Path, md_path: Path) -> list[
         lines += ["", "The truncation bootstrap on HalfCheetah-v4: `ppo_continuous.py` against itself with "
                   "`--no-bootstrap-truncation` (the columns as above, the second program the one without it):", "",
                   "| env | seeds (with / without) | with: mean ± std, IQM | without: mean ± std, IQM | with − without [95%] "
-                  "| P(with > without) [95%] | verdict | |", "|---|---|---|---|---|---|---|---|",
+                  "| P(with > without) [95%] | verdict | | |", "|---|---|---|---|---|---|---|---|---|",
                   row("HalfCheetah-v4", ours["HalfCheetah-v4"], no_bootstrap, with_steps=False)]
     # The performance profile: each run's final return normalised per env by the lowest and highest
     # final return of all runs of both programs there, then the fraction of runs above each τ.

@@ -39,6 +39,18 @@ def bootstrap_interval(x, y, statistic, reps: int = 10_000, level: float = 0.95,
     return float(low), float(high)
 
 
+def median_interval(x, reps: int = 10_000, level: float = 0.95, seed: int = 0):
+    """(low, high): the percentile interval of the median of x over bootstrap samples of x.
+    x may hold inf (a run that never reaches a target). The interval's ends are medians of
+    samples (the "nearest" percentile), so no end is computed from inf and comes out nan."""
+    rng = np.random.default_rng(seed)
+    x = np.asarray(x, dtype=float)
+    values = np.median(x[rng.integers(0, len(x), (reps, len(x)))], axis=1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(values, [tail, 100 - tail], method="nearest")
+    return float(low), float(high)
+
+
 def difference_of_means(x, y) -> float:
     return float(np.mean(x) - np.mean(y))
 

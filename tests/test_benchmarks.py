@@ -504,3 +504,67 @@ def test_the_statistics_of_the_side_by_side_comparison():
     assert stats.steps_to(steps, returns, 15, window=2) == 30  # mean of 10 and 20
     assert stats.steps_to(steps, returns, 100, window=2) == float("inf")
     assert list(stats.performance_profile([0.1, 0.5, 0.9], [0.0, 0.5, 1.0])) == pytest.approx([1.0, 1 / 3, 0.0])
+    assert stats.median_interval([7.0]) == (7.0, 7.0)  # one run: no spread
+    assert stats.median_interval([1.0, 2.0, 3.0, 4.0, 5.0]) == (1.0, 5.0)  # both ends are medians of samples
+    low, high = stats.median_interval([1e5, 2e5, float("inf"), float("inf")])  # two runs never reach it
+    assert low == 1e5 and high == float("inf")  # an end, not nan
+
+
+def test_the_statistics_agree_with_rliable():
+    """benchmarks/stats.py against rliable's own values on fixed inputs (tests/data/, written by
+    tests/make_rliable_reference.py): the IQM, the probability of improvement and the performance
+    profile exactly, the stratified bootstrap's 95% intervals to within their Monte-Carlo error."""
+    import stats
+
+    reference = json.loads((ROOT / "tests" / "data" / "rliable_reference.json").read_text())
+    for name, case in reference["cases"].items():
+        x, y = case["x"], case["y"]
+        assert stats.iqm(x) == pytest.approx(case["iqm_x"]), name
+        assert stats.probability_of_improvement(x, y) == pytest.approx(case["probability_of_improvement"]), name
+        assert list(stats.performance_profile(x, reference["taus"])) == case["profile_x"], name
+        for statistic, key, slack in ((stats.probability_of_improvement, "probability_of_improvement_interval", 0.02),
+                                      (stats.difference_of_means, "difference_of_means_interval", 0.0)):
+            ours, theirs = stats.bootstrap_interval(x, y, statistic), case[key]
+            tolerance = slack + 0.02 * (theirs[1] - theirs[0]) + 1e-9  # 2% of the width
+            assert ours == pytest.approx(theirs, abs=tolerance), (name, key, ours, theirs)
+
+
+def side_by_side_run(algo, env_id, seed, final, steps_to_1000, variant=None):
+    """A finished run of the side-by-side suite whose last-20 mean first reaches 1000 at
+    steps_to_1000 (None: never), and whose final return is final (each episode 1000 steps long)."""
+    step, ret = list(range(1000, 101_000, 1000)), [0.0] * 100
+    if steps_to_1000 is not None:
+        ret = [0.0 if s < steps_to_1000 else 2000.0 for s in step]
+    return {"algo": algo, "env_id": env_id, "seed": seed, "variant": variant, "status": "ok",
+            "suite": "side-by-side", "total_timesteps": 1_000_000, "final_return": final,
+            "curve": {"step": step, "return": ret}}
+
+
+def test_report_writes_the_side_by_side_tables_and_profile(tmp_path):
+    """report.side_by_side_section on made-up runs: each column of the row from stats.py, the steps
+    to CleanRL's median with ∞ for a run that never gets there, the seeds still missing, the
+    bootstrap's own table and the profile figure."""
+    import stats
+
+    ours = [side_by_side_run("ppo_continuous", "HalfCheetah-v4", s, f, t)
+            for s, f, t in ((1, 3000.0, 20_000), (2, 2000.0, 40_000), (3, 1000.0, 60_000))]
+    peer = [side_by_side_run("cleanrl_ppo_continuous_action", "HalfCheetah-v4", s, f, t)
+            for s, f, t in ((1, 1500.0, 50_000), (2, 1000.0, None))]
+    without = [side_by_side_run("ppo_continuous", "HalfCheetah-v4", 1, 500.0, None, "no-bootstrap-truncation")]
+    lines = report.side_by_side_section(ours + peer + without, tmp_path, tmp_path / "RESULTS.md")
+    row = next(line for line in lines if line.startswith("| HalfCheetah-v4 | 3 / 2 "))
+    low, high = stats.bootstrap_interval([3000, 2000, 1000], [1500, 1000], stats.difference_of_means)
+    p_low, p_high = stats.bootstrap_interval([3000, 2000, 1000], [1500, 1000], stats.probability_of_improvement)
+    # CleanRL's median final return is 1250. A last-20 mean of 1250 needs 13 of the 20 episodes at
+    # 2000: the jump's step + 12,000 (20,000 -> 32,000). CleanRL's seed 1 gets there at 62,000, its
+    # seed 2 never.
+    steps_ours = [32_000, 52_000, 72_000]
+    s_low, s_high = stats.median_interval(steps_ours)
+    assert row == (f"| HalfCheetah-v4 | 3 / 2 | 2000.0 ± 816.5, 2000.0 | 1250.0 ± 250.0, 1250.0 | +750.0 "
+                   f"[{low:+.1f}, {high:+.1f}] | 0.75 [{p_low:.2f}, {p_high:.2f}] | "
+                   f"{stats.verdict(low, high)} | 52,000 [{s_low:,.0f}, {s_high:,.0f}] | ∞ [62,000, ∞] |")
+    assert any(line.startswith("Not all 10 seeds have run yet on both sides: HalfCheetah-v4 (3 / 2)") for line in lines)
+    bootstrap = [line for line in lines if line.startswith("| HalfCheetah-v4 | 3 / 1 ")]
+    assert len(bootstrap) == 1 and bootstrap[0].endswith("|  | |")
+    assert "![performance profile](side-by-side-profile.png)" in lines
+    assert (tmp_path / "side-by-side-profile.png").stat().st_size > 0

@@ -381,3 +381,17 @@ def test_readme_states_the_side_by_side_verdicts_the_report_computes():
     (python -c 'import report; ...' in benchmarks/, see report.side_by_side_claims)."""
     claims = report.side_by_side_claims(report.load_results(BENCH / "results"))
     assert claims and claims in " ".join((ROOT / "README.md").read_text().split())
+
+
+def test_results_md_states_the_side_by_side_section_the_report_computes(tmp_path):
+    """RESULTS.md's section "Side by side with CleanRL" is report.side_by_side_section of the
+    committed runs, line for line (the figure's path aside): every number of its tables, intervals
+    and probabilities is the report's. Rewrite it with python benchmarks/report.py."""
+    section = report.side_by_side_section(report.load_results(BENCH / "results"), tmp_path, tmp_path / "RESULTS.md")
+    text = (BENCH / "RESULTS.md").read_text().splitlines()
+    start = text.index(section[0])
+    committed = text[start:start + len(section)]
+    image = [i for i, line in enumerate(section) if line.startswith("![performance profile]")]
+    assert image and committed[image[0]] == "![performance profile](results/side-by-side-profile.png)"
+    assert [line for i, line in enumerate(committed) if i not in image] == \
+        [line for i, line in enumerate(section) if i not in image]
