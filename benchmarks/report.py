@@ -583,18 +583,20 @@ def side_by_side_section(results: list[dict], out: Path, md_path: Path) -> list[
     import matplotlib.pyplot as plt
 
     taus = np.linspace(0, 1, 101)
-    normalised = {"ppo_continuous.py": [], "CleanRL": []}
+    normalised = {"ppo_continuous.py": [], "CleanRL": []}  # one array of scores per env
     for env_id in SIDE_BY_SIDE_ENVS:
         both = finals(ours[env_id]) + finals(peer[env_id])
         if ours[env_id] and peer[env_id] and max(both) > min(both):
             lo, hi = min(both), max(both)
-            normalised["ppo_continuous.py"] += [(x - lo) / (hi - lo) for x in finals(ours[env_id])]
-            normalised["CleanRL"] += [(x - lo) / (hi - lo) for x in finals(peer[env_id])]
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    for label, scores in normalised.items():
-        if scores:
-            ax.plot(taus, stats.performance_profile(scores, taus), label=f"{label} ({len(scores)} runs)")
-    ax.set_xlabel("τ (final return, normalised per env to [0, 1] over both programs' runs)")
+            normalised["ppo_continuous.py"].append([(x - lo) / (hi - lo) for x in finals(ours[env_id])])
+            normalised["CleanRL"].append([(x - lo) / (hi - lo) for x in finals(peer[env_id])])
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for label, strata in normalised.items():
+        if strata:
+            scores = np.concatenate(strata)
+            line, = ax.plot(taus, stats.performance_profile(scores, taus), label=f"{label} ({len(scores)} runs)")
+            ax.fill_between(taus, *stats.profile_interval(strata, taus), color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("τ: final return, normalised per env to [0, 1]\nover both programs' runs")
     ax.set_ylabel("fraction of runs above τ")
     ax.legend()
     fig.tight_layout()
@@ -604,7 +606,8 @@ def side_by_side_section(results: list[dict], out: Path, md_path: Path) -> list[
     rel = png.relative_to(md_path.parent) if png.is_relative_to(md_path.parent) else png
     lines += ["", f"![performance profile]({rel})", "",
               "The performance profile over the three envs: the share of each program's runs whose normalised final "
-              "return is above τ. A curve above the other is better at every level.", ""]
+              "return is above τ, with a 95% stratified bootstrap band. A curve above the other is better at every "
+              "level.", ""]
     return lines
 
 

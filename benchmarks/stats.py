@@ -74,3 +74,16 @@ def performance_profile(scores, taus) -> np.ndarray:
     """The fraction of runs whose score is above each tau (the run-score distribution)."""
     scores = np.asarray(scores, dtype=float)
     return np.array([(scores > tau).mean() for tau in taus])
+
+
+def profile_interval(strata, taus, reps: int = 2_000, level: float = 0.95, seed: int = 0):
+    """(low, high): the pointwise percentile interval of the performance profile over stratified
+    bootstrap samples. strata holds one array of scores per env, and a sample redraws each env's
+    runs from that env alone, as rliable's create_performance_profile does."""
+    rng = np.random.default_rng(seed)
+    strata = [np.asarray(s, dtype=float) for s in strata]
+    values = [performance_profile(np.concatenate([s[rng.integers(0, len(s), len(s))] for s in strata]), taus)
+              for _ in range(reps)]
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(values, [tail, 100 - tail], axis=0)
+    return low, high

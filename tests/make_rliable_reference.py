@@ -6,7 +6,8 @@ so this runs once, in a venv of its own:
     /tmp/rliable/bin/python tests/make_rliable_reference.py
 
 Each case is one program against another on one env, the shape the side-by-side suite compares:
-(runs, 1) score matrices, intervals from rliable's stratified bootstrap (percentile, 50,000 reps).
+(runs, 1) score matrices, intervals from rliable's stratified bootstrap (percentile, 50,000 reps),
+the profile's band included.
 """
 
 import json
@@ -35,7 +36,7 @@ def interval(x, y, func):
 
 out = {"rliable": version("rliable"), "taus": TAUS, "cases": {}}
 for name, (x, y) in CASES.items():
-    profile, _ = library.create_performance_profile({"x": x[:, None]}, TAUS, reps=10)
+    profile, band = library.create_performance_profile({"x": x[:, None]}, TAUS, reps=50_000)
     out["cases"][name] = {
         "x": x.tolist(), "y": y.tolist(),
         "iqm_x": float(metrics.aggregate_iqm(x[:, None])),
@@ -43,6 +44,7 @@ for name, (x, y) in CASES.items():
         "probability_of_improvement_interval": interval(x, y, metrics.probability_of_improvement),
         "difference_of_means_interval": interval(x, y, lambda a, b: a.mean() - b.mean()),
         "profile_x": [float(v) for v in profile["x"]],
+        "profile_x_interval": band["x"].tolist(),
     }
 path = Path(__file__).parent / "data" / "rliable_reference.json"
 path.write_text(json.dumps(out, indent=1) + "\n")

@@ -508,12 +508,17 @@ def test_the_statistics_of_the_side_by_side_comparison():
     assert stats.median_interval([1.0, 2.0, 3.0, 4.0, 5.0]) == (1.0, 5.0)  # both ends are medians of samples
     low, high = stats.median_interval([1e5, 2e5, float("inf"), float("inf")])  # two runs never reach it
     assert low == 1e5 and high == float("inf")  # an end, not nan
+    low, high = stats.profile_interval([[0.2, 0.2], [0.8, 0.8]], [0.0, 0.5, 1.0])  # no spread in an env
+    assert list(low) == list(high) == [1.0, 0.5, 0.0]
+    low, high = stats.profile_interval([[0.2, 0.8], [0.8, 0.8]], [0.5], reps=2000)  # one env redrawn alone
+    assert low[0] == pytest.approx(0.5) and high[0] == pytest.approx(1.0)  # 2 to 4 of the 4 runs above 0.5
 
 
 def test_the_statistics_agree_with_rliable():
     """benchmarks/stats.py against rliable's own values on fixed inputs (tests/data/, written by
     tests/make_rliable_reference.py): the IQM, the probability of improvement and the performance
-    profile exactly, the stratified bootstrap's 95% intervals to within their Monte-Carlo error."""
+    profile exactly, the stratified bootstrap's 95% intervals to within their Monte-Carlo error. For
+    the profile's band that is one step of the profile (1/n) at a τ, and 0.02 on average."""
     import stats
 
     reference = json.loads((ROOT / "tests" / "data" / "rliable_reference.json").read_text())
@@ -522,6 +527,9 @@ def test_the_statistics_agree_with_rliable():
         assert stats.iqm(x) == pytest.approx(case["iqm_x"]), name
         assert stats.probability_of_improvement(x, y) == pytest.approx(case["probability_of_improvement"]), name
         assert list(stats.performance_profile(x, reference["taus"])) == case["profile_x"], name
+        band, theirs = np.array(stats.profile_interval([x], reference["taus"])), np.array(case["profile_x_interval"])
+        assert np.abs(band - theirs).max() <= 1 / len(x) + 1e-9, name  # a step of the profile at most
+        assert np.abs(band - theirs).mean() <= 0.02, name
         for statistic, key, slack in ((stats.probability_of_improvement, "probability_of_improvement_interval", 0.02),
                                       (stats.difference_of_means, "difference_of_means_interval", 0.0)):
             ours, theirs = stats.bootstrap_interval(x, y, statistic), case[key]
