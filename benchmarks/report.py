@@ -607,7 +607,7 @@ def side_by_side_section(results: list[dict], out: Path, md_path: Path) -> list[
     lines += ["", f"![performance profile]({rel})", "",
               "The performance profile over the three envs: the share of each program's runs whose normalised final "
               "return is above τ, with a 95% stratified bootstrap band. A curve above the other is better at every "
-              "level.", ""]
+              "level. Where the bands overlap, the runs cannot tell the two apart at that τ.", ""]
     return lines
 
 

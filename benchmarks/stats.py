@@ -42,7 +42,8 @@ def bootstrap_interval(x, y, statistic, reps: int = 10_000, level: float = 0.95,
 def median_interval(x, reps: int = 10_000, level: float = 0.95, seed: int = 0):
     """(low, high): the percentile interval of the median of x over bootstrap samples of x.
     x may hold inf (a run that never reaches a target). The interval's ends are medians of
-    samples (the "nearest" percentile), so no end is computed from inf and comes out nan."""
+    samples (the "nearest" percentile). So no end is interpolated between inf values, which gives
+    nan. An end may be inf."""
     rng = np.random.default_rng(seed)
     x = np.asarray(x, dtype=float)
     values = np.median(x[rng.integers(0, len(x), (reps, len(x)))], axis=1)
@@ -79,7 +80,8 @@ def performance_profile(scores, taus) -> np.ndarray:
 def profile_interval(strata, taus, reps: int = 2_000, level: float = 0.95, seed: int = 0):
     """(low, high): the pointwise percentile interval of the performance profile over stratified
     bootstrap samples. strata holds one array of scores per env, and a sample redraws each env's
-    runs from that env alone, as rliable's create_performance_profile does."""
+    runs from that env alone, as rliable's create_performance_profile does. rliable requires as
+    many runs in each env. With unequal counts, this weights each env by its runs."""
     rng = np.random.default_rng(seed)
     strata = [np.asarray(s, dtype=float) for s in strata]
     values = [performance_profile(np.concatenate([s[rng.integers(0, len(s), len(s))] for s in strata]), taus)

@@ -510,7 +510,7 @@ def test_the_statistics_of_the_side_by_side_comparison():
     assert low == 1e5 and high == float("inf")  # an end, not nan
     low, high = stats.profile_interval([[0.2, 0.2], [0.8, 0.8]], [0.0, 0.5, 1.0])  # no spread in an env
     assert list(low) == list(high) == [1.0, 0.5, 0.0]
-    low, high = stats.profile_interval([[0.2, 0.8], [0.8, 0.8]], [0.5], reps=2000)  # one env redrawn alone
+    low, high = stats.profile_interval([[0.2, 0.8], [0.8, 0.8]], [0.5], reps=2000)  # each env redrawn alone, the first varies
     assert low[0] == pytest.approx(0.5) and high[0] == pytest.approx(1.0)  # 2 to 4 of the 4 runs above 0.5
 
 
@@ -537,12 +537,12 @@ def test_the_statistics_agree_with_rliable():
             assert ours == pytest.approx(theirs, abs=tolerance), (name, key, ours, theirs)
 
 
-def side_by_side_run(algo, env_id, seed, final, steps_to_1000, variant=None):
-    """A finished run of the side-by-side suite whose last-20 mean first reaches 1000 at
-    steps_to_1000 (None: never), and whose final return is final (each episode 1000 steps long)."""
+def side_by_side_run(algo, env_id, seed, final, jump, variant=None):
+    """A finished run of the side-by-side suite whose episodes return 0 before step jump and 2000
+    from it on (None: never), and whose final return is final (each episode 1000 steps long)."""
     step, ret = list(range(1000, 101_000, 1000)), [0.0] * 100
-    if steps_to_1000 is not None:
-        ret = [0.0 if s < steps_to_1000 else 2000.0 for s in step]
+    if jump is not None:
+        ret = [0.0 if s < jump else 2000.0 for s in step]
     return {"algo": algo, "env_id": env_id, "seed": seed, "variant": variant, "status": "ok",
             "suite": "side-by-side", "total_timesteps": 1_000_000, "final_return": final,
             "curve": {"step": step, "return": ret}}
