@@ -27,15 +27,23 @@ def probability_of_improvement(x, y) -> float:
     return float(((x > y) + 0.5 * (x == y)).mean())
 
 
+def redraw(rng, x: np.ndarray) -> np.ndarray:
+    """A bootstrap sample of x: len(x) of its values, drawn with replacement."""
+    return x[rng.integers(0, len(x), len(x))]
+
+
+def percentile_interval(values, level: float, **kwargs):
+    """(low, high): the percentiles of values that leave (1 - level) / 2 out at each end."""
+    tail = (1 - level) / 2 * 100
+    return np.percentile(values, [tail, 100 - tail], **kwargs)
+
+
 def bootstrap_interval(x, y, statistic, reps: int = 10_000, level: float = 0.95, seed: int = 0):
     """(low, high): the percentile interval of statistic(x*, y*) over stratified bootstrap
     samples, x* redrawn from x and y* from y, each to its own size."""
     rng = np.random.default_rng(seed)
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    values = [statistic(x[rng.integers(0, len(x), len(x))], y[rng.integers(0, len(y), len(y))])
-              for _ in range(reps)]
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(values, [tail, 100 - tail])
+    low, high = percentile_interval([statistic(redraw(rng, x), redraw(rng, y)) for _ in range(reps)], level)
     return float(low), float(high)
 
 
@@ -46,9 +54,8 @@ def median_interval(x, reps: int = 10_000, level: float = 0.95, seed: int = 0):
     nan. An end may be inf."""
     rng = np.random.default_rng(seed)
     x = np.asarray(x, dtype=float)
-    values = np.median(x[rng.integers(0, len(x), (reps, len(x)))], axis=1)
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(values, [tail, 100 - tail], method="nearest")
+    medians = np.median(x[rng.integers(0, len(x), (reps, len(x)))], axis=1)  # reps samples at once
+    low, high = percentile_interval(medians, level, method="nearest")
     return float(low), float(high)
 
 
@@ -84,8 +91,6 @@ def profile_interval(strata, taus, reps: int = 2_000, level: float = 0.95, seed:
     many runs in each env. With unequal counts, this weights each env by its runs."""
     rng = np.random.default_rng(seed)
     strata = [np.asarray(s, dtype=float) for s in strata]
-    values = [performance_profile(np.concatenate([s[rng.integers(0, len(s), len(s))] for s in strata]), taus)
-              for _ in range(reps)]
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(values, [tail, 100 - tail], axis=0)
+    profiles = [performance_profile(np.concatenate([redraw(rng, s) for s in strata]), taus) for _ in range(reps)]
+    low, high = percentile_interval(profiles, level, axis=0)
     return low, high
