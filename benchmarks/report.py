@@ -574,7 +574,7 @@ def side_by_side_section(results: list[dict], out: Path, md_path: Path) -> list[
                   "The suite is resumable: `python benchmarks/run.py --suite side-by-side --workers 1`."]
     if no_bootstrap and ours["HalfCheetah-v4"]:
         lines += ["", "The truncation bootstrap on HalfCheetah-v4: `ppo_continuous.py` against itself with "
-                  "`--no-bootstrap-truncation` (the columns as above, the second program the one without it):", "",
+                  "`--no-bootstrap-truncation` (the columns as above but the steps, the second program the one without it):", "",
                   "| env | seeds (with / without) | with: mean ± std, IQM | without: mean ± std, IQM | with − without [95%] "
                   "| P(with > without) [95%] | verdict | | |", "|---|---|---|---|---|---|---|---|---|",
                   row("HalfCheetah-v4", ours["HalfCheetah-v4"], no_bootstrap, with_steps=False)]

@@ -49,9 +49,10 @@ def bootstrap_interval(x, y, statistic, reps: int = 10_000, level: float = 0.95,
 
 def median_interval(x, reps: int = 10_000, level: float = 0.95, seed: int = 0):
     """(low, high): the percentile interval of the median of x over bootstrap samples of x.
-    x may hold inf (a run that never reaches a target). The interval's ends are medians of
-    samples (the "nearest" percentile). So no end is interpolated between inf values, which gives
-    nan. An end may be inf."""
+    x may hold inf (a run that never reaches a target). The ends are picked from the samples'
+    medians (the "nearest" percentile), never interpolated between them: numpy's interpolation
+    next to an inf gives nan. A median of values that hold +inf is inf or finite. So an end may
+    be inf, but never nan."""
     rng = np.random.default_rng(seed)
     x = np.asarray(x, dtype=float)
     medians = np.median(x[rng.integers(0, len(x), (reps, len(x)))], axis=1)  # reps samples at once

@@ -516,9 +516,10 @@ def test_the_statistics_of_the_side_by_side_comparison():
 
 def test_the_statistics_agree_with_rliable():
     """benchmarks/stats.py against rliable's own values on fixed inputs (tests/data/, written by
-    tests/make_rliable_reference.py): the IQM, the probability of improvement and the performance
-    profile exactly, the stratified bootstrap's 95% intervals to within their Monte-Carlo error. For
-    the profile's band that is one step of the profile (1/n) at a τ, and 0.02 on average."""
+    tests/make_rliable_reference.py). The IQM and the probability of improvement agree to rounding,
+    the profile exactly. The stratified bootstrap's 95% intervals agree to within 2% of their width
+    (plus 0.02 for the probability), a margin for two different random draws. For the profile's
+    band the margin is one step of the profile (1/n) at a τ, and 0.02 on average."""
     import stats
 
     reference = json.loads((ROOT / "tests" / "data" / "rliable_reference.json").read_text())
@@ -549,9 +550,9 @@ def side_by_side_run(algo, env_id, seed, final, jump, variant=None):
 
 
 def test_report_writes_the_side_by_side_tables_and_profile(tmp_path):
-    """report.side_by_side_section on made-up runs: each column of the row from stats.py, the steps
+    """report.side_by_side_section on made-up runs: the row's intervals from stats.py, the steps
     to CleanRL's median with ∞ for a run that never gets there, the seeds still missing, the
-    bootstrap's own table and the profile figure."""
+    truncation bootstrap's table and the profile figure."""
     import stats
 
     ours = [side_by_side_run("ppo_continuous", "HalfCheetah-v4", s, f, t)

@@ -385,8 +385,8 @@ def test_readme_states_the_side_by_side_verdicts_the_report_computes():
 
 def test_results_md_states_the_side_by_side_section_the_report_computes(tmp_path):
     """RESULTS.md's section "Side by side with CleanRL" is report.side_by_side_section of the
-    committed runs, line for line (the figure's path aside): every number of its tables, intervals
-    and probabilities is the report's. Rewrite it with python benchmarks/report.py."""
+    committed runs, line for line (the figure's path aside): every number in it is the report's.
+    Rewrite it with python benchmarks/report.py."""
     section = report.side_by_side_section(report.load_results(BENCH / "results"), tmp_path, tmp_path / "RESULTS.md")
     text = (BENCH / "RESULTS.md").read_text().splitlines()
     start = text.index(section[0])
