@@ -256,6 +256,17 @@ def test_gymnasium_1_4_and_newer_are_accepted(script, monkeypatch, version):
     script.check_args(script.RunArgs(env_id="CartPole-v1" if script.__name__ != "ppo_continuous" else "Pendulum-v1"))
 
 
+@pytest.mark.parametrize("version", ["1.3.0", "1.0.0", "0.29.1"])
+def test_gymnasium_before_1_4_is_refused_in_one_line_that_names_both_versions(script, monkeypatch, version):
+    """Gymnasium 1.1-1.3 log every episode after an env's first one step short (1.3.0 logs 4 on the
+    5-step envs of test_truncation.py): refused before anything is built."""
+    monkeypatch.setattr(gym, "__version__", version)
+    with pytest.raises(SystemExit) as refusal:
+        script.check_args(script.RunArgs())
+    message = str(refusal.value)
+    assert "\n" not in message and f"found {version}" in message and "gymnasium 1.4 or newer" in message, message
+
+
 def test_the_evaluation_seed_can_be_chosen(script, log_dir, capsys):
     script.main(short_args(script, log_dir, eval_episodes=1, eval_seed=7))
     assert "(seed 7)" in capsys.readouterr().out
