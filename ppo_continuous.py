@@ -311,7 +311,7 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     pg_loss = -surrogate(ratio, advantages, clip_coef)
     # Value loss. The paper squares V_θ(s_t) − R_t. PPO's reference code (openai/baselines ppo2)
     # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio.
-    # Here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
+    # Here it is in units of return, of the scaled rewards by default (`RewardScaler`).
     # Engstrom et al. (2020) saw no gain from this clip. Andrychowicz et al. (2021) saw it hurt.
     # --no-clip-vloss turns it off, and benchmarks/ABLATIONS.md compares the two.
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
@@ -606,6 +606,9 @@ def fail(message):
 def check_args(args):
     """Refuse a bad setup before anything is built, in one line that names the failed check.
     Warn of what may go wrong."""
+    # Gymnasium 1.1-1.3 log every episode after an env's first one step short (SAME_STEP).
+    if tuple(map(int, gym.__version__.split(".")[:2])) < (1, 4):
+        fail(f"needs gymnasium 1.4 or newer, found {gym.__version__}: pip install -U gymnasium")
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     for flag, module in (("capture_video", "moviepy"), ("track", "wandb")):

@@ -30,23 +30,32 @@ to 0 (`NO_VELOCITY`). Actions may be Discrete or Box, as in vpg.py.
 
 Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
 
-What changes from ppo_discrete.py: one idea, memory. Without velocities, one observation does not
-tell where the pole is going. A feed-forward policy then acts on the cart's position and the
-pole's angle alone. Here the actor and the critic each read the observation through an LSTM,
-whose state carries the past of the episode. That idea brings three changes to the loop.
+What changes from ppo_discrete.py: memory, three pieces of ppo_continuous.py, RL Zoo's network and
+11 changed defaults. Memory comes first. Without velocities, one observation does not tell where
+the pole is going. A feed-forward policy then acts on the cart's position and the pole's angle
+alone. Here the actor and the critic each read the observation through an LSTM, whose state
+carries the past of the episode. Memory brings three changes to the loop.
 - The rollout stores each env's recurrent state at the start of the segment, and a flag per step
   that says where an episode starts. The state is set to 0 at every episode start.
 - A minibatch is a set of whole env sequences, not a random set of steps. The update replays each
-  sequence from its stored start state, with the same resets. Only then is the replayed π_θ the
-  rollout's π_θ_old before the first Adam step.
+  sequence from its stored start state, with the same resets. Only then does the replayed π_θ
+  give the rollout's π_θ_old, up to rounding, before the first Adam step.
 - A truncated episode is bootstrapped with V(final obs) from the state that saw the episode.
-Three pieces come from ppo_continuous.py, not from memory: the Gaussian head for Box actions,
-observation normalisation and reward scaling. The defaults are RL Zoo's for CartPoleNoVel-v1
-(hyperparams/ppo_lstm.yml): ReLU heads with PyTorch's initialisation, no value clipping, no
-entropy bonus, and the differences said in `Args`. RL Zoo's `normalize: True` is VecNormalize's
-default, which normalises the observations and scales the rewards, as this script does. On
-CartPoleNoVel-v1 at 99,840 steps, seeds 1-5, the returns are in benchmarks/RESULTS.md, beside
-the feed-forward ppo_discrete.py on the same env.
+Three pieces come from ppo_continuous.py: the Gaussian head for Box actions, observation
+normalisation (`--norm-obs`) and reward scaling (`--norm-reward`). RL Zoo's `normalize: True` is
+VecNormalize's default, which normalises the observations and scales the rewards, as this script
+does. The network is RL Zoo's. Each LSTM feeds a head with one ReLU hidden layer, and every layer
+keeps PyTorch's initialisation. ppo_discrete.py has two tanh layers, initialised orthogonally.
+Of the fields that both `Args` hold, 11 defaults change, to RL Zoo's settings for
+CartPoleNoVel-v1 (hyperparams/ppo_lstm.yml). ppo_discrete.py's defaults are in brackets.
+- The env is CartPoleNoVel-v1 (CartPole-v1), trained for 99,840 steps (499,712).
+- A batch is 8 envs (4) × 32 steps (128).
+- An update is 20 epochs (4) of 1 minibatch (4). Here a minibatch holds whole env sequences.
+- α is 1e-3 (2.5e-4), γ 0.98 (0.99) and λ 0.8 (0.95).
+- V's loss is not clipped (clipped), and the entropy bonus's weight c₂ is 0 (0.01).
+`Args` says where a default departs from RL Zoo's. On CartPoleNoVel-v1 at 99,840 steps, seeds
+1-5, the returns are in benchmarks/RESULTS.md, beside the feed-forward ppo_discrete.py on the
+same env.
 
 Sources. Hausknecht and Stone (2015), "Deep recurrent Q-learning for partially observable MDPs"
 (arXiv:1507.06527), train an LSTM on replayed sequences in two ways. Sequential updates replay
@@ -277,8 +286,10 @@ class Agent(nn.Module):
         T − 1 (B, 4H). The rollout calls it with T = 1. An LSTM runs a whole sequence in one call,
         much faster than step by step. But its state can be reset only between calls. So the T
         steps are cut before each step where some env's episode starts, and each stretch is one
-        call. Cut or not, the LSTM computes the same numbers, up to the last bits. On a CPU, with
-        the defaults, the replay gives back the rollout's outputs bit for bit."""
+        call. Cut or not, the LSTM computes the same function. The replay gives back the
+        rollout's outputs up to rounding, not always bit for bit. oneDNN picks the LSTM's kernel
+        by CPU, and a call of one step may round otherwise than a call of many. The tests hold
+        the two within 1e-6."""
         cuts = [t for t in range(1, obs.shape[0]) if episode_starts[t].any()]
         actor_out, critic_out = [], []
         for begin, end in itertools.pairwise([0, *cuts, obs.shape[0]]):
@@ -405,9 +416,9 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     pg_loss = -surrogate(ratio, advantages, clip_coef)
     # Value loss. The paper squares V_θ(s_t) − R_t. PPO's reference code (openai/baselines ppo2)
     # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio.
-    # Here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
+    # Here it is in units of return, of the scaled rewards by default (`RewardScaler`).
     # Engstrom et al. (2020) saw no gain from this clip. Andrychowicz et al. (2021) saw it hurt.
-    # --no-clip-vloss turns it off, and benchmarks/ABLATIONS.md compares the two.
+    # RL Zoo and SB3 do not clip V, so it is off by default. --clip-vloss turns it on.
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
     # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]
     v_loss_unclipped = (new_value - returns) ** 2
@@ -714,6 +725,9 @@ def fail(message):
 def check_args(args):
     """Refuse a bad setup before anything is built, in one line that names the failed check.
     Warn of what may go wrong."""
+    # Gymnasium 1.1-1.3 log every episode after an env's first one step short (SAME_STEP).
+    if tuple(map(int, gym.__version__.split(".")[:2])) < (1, 4):
+        fail(f"needs gymnasium 1.4 or newer, found {gym.__version__}: pip install -U gymnasium")
     if args.cuda and not torch.cuda.is_available():
         fail("--cuda: torch finds no usable GPU; leave out --cuda to train on the CPU")
     for flag, module in (("capture_video", "moviepy"), ("track", "wandb")):

@@ -741,6 +741,23 @@ def difference(name: str, compared: str) -> str:
     return f"{name}: {diff}, 95% bootstrap interval {interval}, {verdict}."
 
 
+def made_at(runs: list[dict]) -> str:
+    """The commits of the script that made some runs, from their result.json: "vpg.py at ba81da2",
+    or "ppo_discrete.py at 6457ad2 for seeds 1-3 and 1150aa6 for seeds 4-5" where the seeds differ."""
+    by_commit = defaultdict(list)
+    for r in sorted(runs, key=lambda r: r["seed"]):
+        commit, dirty, _ = r["script_commit"].partition("+dirty")
+        by_commit[commit[:7] + (" with uncommitted changes" if dirty else "")].append(r["seed"])
+    if len(by_commit) == 1:
+        return f"{runs[0]['algo']}.py at {next(iter(by_commit))}"
+
+    def seeds(s: list[int]) -> str:
+        return f"seed {s[0]}" if len(s) == 1 else (f"seeds {s[0]}-{s[-1]}" if s == list(range(s[0], s[-1] + 1))
+                                                    else "seeds " + ", ".join(map(str, s)))
+    made = [f"{commit} for {seeds(s)}" for commit, s in by_commit.items()]
+    return f"{runs[0]['algo']}.py at " + ", ".join(made[:-1]) + f" and {made[-1]}"
+
+
 def step_figures(results: list[dict], out: Path = ROOT / "docs" / "figures") -> dict:
     """For each step page of STEP_FIGURES: its plot, step-<from>-to-<to>.png (480 × 300 px), and its
     entry in steps.json, which docs/build.py reads: the image, its alt text, the caption and the ids
@@ -768,7 +785,7 @@ def step_figures(results: list[dict], out: Path = ROOT / "docs" / "figures") -> 
         finals = {label: [r["final_return"] for r in cell] for label, cell in runs.items()}
         (first, base), *others = finals.items()
         results_text = (f"{env_id}, {budget:,} steps, seeds {seeds_text}. Final return, a run's mean over its last "
-                        "100 training episodes (mean ± std over seeds): "
+                        "100 training episodes (mean ± population std over seeds, ddof 0): "
                         + ", ".join(f"`{label}` {mean_std(f, len(f))}" for label, f in finals.items()) + ". "
                         + " ".join(difference(f"`{label}` − `{first}`", compare(base, f)) for label, f in others))
         caption = "\n\n".join([
@@ -776,8 +793,8 @@ def step_figures(results: list[dict], out: Path = ROOT / "docs" / "figures") -> 
             note,
             f"Each line is the mean over seeds of a run's mean return over its last {WINDOW} training episodes, "
             "and its band a 95% bootstrap interval of that mean. The runs are in `benchmarks/results/runs/`: "
-            + ", ".join(f"`{run_ids[0].rpartition('seed')[0]}seed*` (suite {runs[label][0]['suite']})"
-                        for label, run_ids in ids.items()) + "."])
+            + ", ".join(f"`{run_ids[0].rpartition('seed')[0]}seed*` (suite {runs[label][0]['suite']}, "
+                        f"{made_at(runs[label])})" for label, run_ids in ids.items()) + "."])
         pages[f"{before}-to-{after}"] = {
             "image": name, "width": 480, "height": 300,
             "alt": f"Learning curves on {env_id} of " + " and ".join(finals) + ", mean over seeds with 95% bands",

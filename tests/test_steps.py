@@ -2,6 +2,7 @@
 the file before it changed by the idea its docstring names, and changes few lines; the step pages
 show each sub-step under its idea, with its count of changed lines."""
 
+import ast
 import importlib.util
 import re
 import sys
@@ -79,8 +80,9 @@ LIMITS = {("reinforce", "vpg_1_baseline"): 122, ("vpg_1_baseline", "vpg_2_rollou
           ("ppo_continuous_1b_reward_scaling", "ppo_continuous_2_norm"): 35,
           ("ppo_continuous_2_norm", "ppo_continuous"): 22,
           # memory, and three pieces of ppo_continuous.py: the Gaussian head, observation
-          # normalisation and, since RL Zoo's settings scale rewards, reward scaling (26 lines)
-          ("ppo_discrete", "ppo_recurrent"): 394}
+          # normalisation and, since RL Zoo's settings scale rewards, reward scaling (26 lines);
+          # RL Zoo's network; the value loss's comment and unroll's docstring made true (6 lines)
+          ("ppo_discrete", "ppo_recurrent"): 400}
 
 
 @pytest.mark.parametrize("old,new", build.STEPS)
@@ -112,12 +114,14 @@ def test_each_step_page_shows_its_sub_steps_each_under_its_idea_with_its_count(o
 def test_one_idea_is_claimed_only_by_a_step_that_brings_one():
     """A step split into sub-steps no longer claims to be one idea; a sub-step that is a set of
     details (the reference code's, MuJoCo's defaults) or that brings two ideas says so, and claims
-    no idea."""
+    no idea. So does the recurrent branch, which brings memory with pieces of ppo_continuous.py,
+    RL Zoo's network and its defaults (counted by the next test)."""
     hops = [hop for old, new in build.STEPS for hop in build.course(old, new)]
     claims = {(a, b): one for a, b, _, one, _ in hops}
     details = {("ppo_1_clip", "ppo_discrete"), ("ppo_continuous_2_norm", "ppo_continuous")}
     two_ideas = set()  # each that brought two ideas is split in two steps of one idea each
-    assert {k for k, one in claims.items() if not one} == details | two_ideas
+    several = {("ppo_discrete", "ppo_recurrent")}  # memory first, then the rest, listed
+    assert {k for k, one in claims.items() if not one} == details | two_ideas | several
     for a, b, idea, _, _ in hops:
         assert idea.startswith("two ideas, ") == ((a, b) in two_ideas), (a, b, idea)
     for a, b, _, one, paragraph in hops:
@@ -126,3 +130,25 @@ def test_one_idea_is_claimed_only_by_a_step_that_brings_one():
     for (old, new), chain in build.SUBSTEPS.items():
         doc = " ".join(build.source_of(new).split('"""')[1].split())
         assert chain and f"What changes from {old}.py, one idea" not in doc, (old, new)
+
+
+def args_defaults(name: str) -> dict[str, str]:
+    """The default of each field of a script's `Args`, as its source writes it."""
+    tree = ast.parse(build.source_of(name))
+    args = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Args")
+    return {n.target.id: ast.unparse(n.value) for n in args.body if isinstance(n, ast.AnnAssign)}
+
+
+def test_the_recurrent_step_names_what_it_brings_and_counts_the_defaults_it_changes():
+    """ppo_discrete.py → ppo_recurrent.py: its idea lists memory first, then the pieces of
+    ppo_continuous.py, and the number of ppo_discrete.py's defaults that it changes, counted
+    here from both `Args`. Its text names the two normalisers' flags, which ppo_discrete.py lacks."""
+    (_, _, idea, one, paragraph), = build.course("ppo_discrete", "ppo_recurrent")
+    old, new = args_defaults("ppo_discrete"), args_defaults("ppo_recurrent")
+    changed = [field for field in old if field in new and old[field] != new[field]]
+    assert not one and idea.startswith("memory, three pieces of ppo_continuous.py"), idea
+    assert idea.endswith(f" {len(changed)} changed defaults"), (idea, changed)
+    assert f"{len(changed)} defaults change" in " ".join(paragraph.split()), changed
+    added = [field for field in new if field not in old]
+    assert sorted(added) == ["norm_obs", "norm_reward"]
+    assert all(f"--{field.replace('_', '-')}" in paragraph for field in added)
