@@ -11,50 +11,14 @@
        (`ppo_loss`): the clipped surrogate (`surrogate`), the value loss and the entropy bonus.
     5. Log each loss as its mean over all the update's minibatches (`--- log ---`).
 
-Schulman, Wolski, Dhariwal, Radford and Klimov (2017), "Proximal policy optimization
-algorithms" (arXiv:1707.06347), its clipped variant.
-Advantages come from generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438).
-The script takes Gymnasium environments with `Discrete` actions: CartPole-v1, Acrobot-v1,
-LunarLander-v3. ppo_continuous.py takes `Box` actions.
-
     python ppo_discrete.py                                  # CartPole-v1, 500k steps
     python ppo_discrete.py --help                           # every flag, with its meaning
     python ppo_discrete.py --save-model                     # (tooling) writes runs/<run>/model.pt
     python ppo_discrete.py --eval-checkpoint runs/<run>/model.pt --capture-video  # (tooling)
     tensorboard --logdir runs
 
-Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
-
-What changes from trpo.py: two steps (docs/trpo-to-ppo_discrete.html). steps/ppo_1_clip.py puts
-a clipped objective in place of the trust region. This file then brings PPO's reference code.
-
 What changes from ppo_1_clip.py: the details of PPO's reference code. They are not one idea but
-several, as openai/baselines' ppo2 and CleanRL's `ppo.py` have them.
-- K epochs of shuffled minibatches take the place of full-batch steps.
-- No KL stop by default. `--target-kl` stops the epochs once an epoch's mean KL exceeds it.
-  ppo2 has no KL stop, and CleanRL tests the KL of the epoch's last minibatch.
-- One loss and one Adam serve actor and critic. The loss adds an entropy bonus and a clipped
-  value term. They take the place of the critic's own Adam and its 80 steps.
-- The step size α decays linearly (`--anneal-lr`), and the gradient's norm is clipped.
-- V's targets are the λ-returns, not λ = 1 ones. Â is normalised per minibatch, not per batch.
-- The policy has a Categorical head alone (ppo_continuous.py takes Box actions). One call gives
-  the action and V (`get_action_and_value`).
-- A flag treats a truncation as a termination, for an ablation. The logs gain clipfrac,
-  old_approx_kl and the learning rate.
-The defaults are those of CleanRL's `ppo.py`: 4 envs × 128 steps, α 2.5e-4, λ 0.95.
-
-Details are cited from "The 37 implementation details of PPO" (Huang et al. 2022). "Core detail
-N" is the N-th of its 13 core details.
-
-Deliberate differences, each explained where it happens. A time-limit truncation is bootstrapped
-with the value of the real final observation (Pardo et al. 2018). `--no-bootstrap-truncation`
-does as CleanRL does, and benchmarks/ABLATIONS.md measures the difference. Losses are logged as
-means over the whole update. The policy is saved with everything needed to evaluate it.
-
-Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
-training algorithm ends with `train`. The tooling after it (input checks, evaluation,
-checkpoints) can be skipped on a first reading.
-"""
+several, as OpenAI's ppo2 and CleanRL's `ppo.py` have them (docs/trpo-to-ppo_discrete.html)."""
 
 import functools
 import random
@@ -120,32 +84,21 @@ class Args:
     """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
 
 
-
 def make_env(env_id: str, **kwargs) -> gym.Env:
-    """The one place where an environment is made: training, evaluation and the input checks
-    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
-    (docs/own-env.md). Evaluation passes render_mode for videos."""
+    """The one place where an environment is made: training, evaluation and the checks call it."""
     return gym.make(env_id, **kwargs)
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
-    # The step that ends an episode already returns the first observation of the next one.
-    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
-    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
-    # mode would spend one action per episode on a reset.
+    # SAME_STEP autoreset: the step that ends an episode already returns the first observation of
+    # the next one. The real last observation is in infos["final_obs"].
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    # Adds infos["episode"] (return and length) at each episode's end, for the logs.
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
-    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
-    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
-    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
-    # V takes 1.
+    # Orthogonal weights, zero biases (core detail 2). A 0.01 policy head starts π near uniform.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -160,9 +113,7 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 
 
 class Agent(nn.Module):
-    """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
-    units (64 by default). The actor's output is the logits of a Categorical. Separate networks,
-    not a shared trunk: they work better on classic control (core detail 13)."""
+    """Actor π_θ(a|s) and critic V_φ(s). The actor's output is the logits of a Categorical."""
 
     def __init__(self, obs_dim: int, n_actions: int, hidden_size: int = 64):
         super().__init__()
@@ -173,21 +124,16 @@ class Agent(nn.Module):
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
     def greedy_action(self, obs, memory=None):
-        """The most likely action for one observation (obs_dim,), and the memory the next call
-        takes (none: this policy has no memory). Evaluation acts through this method alone, and
-        the rest of the tooling uses only the constructor and nn.Module's own methods."""
+        """The most likely action for an observation (obs_dim,), and no memory for the next call."""
         return int(self.actor(torch.as_tensor(obs, dtype=torch.float32)).argmax()), None
 
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
-        """obs (B, obs_dim) -> action (B,), log π(a|s) (B,), entropy (B,), V(s) (B,).
-        Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # The categorical distribution written out, so that its formulas are on the page (tests
-        # compare it with torch.distributions.Categorical).
+        """obs (B, obs_dim) -> action (B,), log π(a|s) (B,), entropy (B,), V(s) (B,)."""
         # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
         # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
         logits = self.actor(obs)
         log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
-        if action is None:
+        if action is None:  # Sampled, unless the update re-evaluates stored actions.
             action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
         logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the taken action
         # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
@@ -197,20 +143,11 @@ class Agent(nn.Module):
 
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
-
     All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
-    observation that really followed step t. On a time-limit truncation, that is the episode's
-    final observation, not the reset observation the vector env returned.
+    observation that really followed step t. Returns (advantages, returns), both (T, N).
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
-        A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
-
-    A terminated step has no future, so it does not bootstrap. A truncated step was cut by a time
-    limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
-    2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
-    ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N). returns = A + V: with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
-    """
+        A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0"""
     # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
@@ -223,20 +160,9 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 
 def surrogate(ratio, advantages, clip_coef):
-    """The clipped surrogate objective L^CLIP(θ) on a batch of B steps, to maximise (Schulman et
-    al. 2017, eq. 7). Inputs have shape (B,). `ratio` holds r_t(θ), defined below.
-
-    The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
-    r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
-    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t), so the gradient g of L is vpg.py's
-    policy gradient. Away from θ_old, L estimates the improvement only while the policy stays
-    close, because the states still come from π_θ_old. TRPO bounds the step. PPO instead takes
-    the minimum with a clipped ratio, a pessimistic bound on r_t Â_t. A change of r_t beyond
-    1 ± ε counts when it lowers the objective, and not when it raises it.
-    """
+    """The clipped surrogate L^CLIP(θ) on B steps, to maximise (Schulman et al. 2017, eq. 7)."""
     # A sample gives no gradient only where the clipped term is the smaller one. That is where
     # Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε: the steps already moved it far enough its way.
-    # Where r left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
     # math: L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)
     # math: \bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -245,18 +171,12 @@ def surrogate(ratio, advantages, clip_coef):
 
 def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns, entropy,
              clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
-    """The PPO objective on a minibatch of B steps as one loss for actor and critic, to minimise
-    (Schulman et al. 2017, eq. 9), with an entropy bonus that keeps the policy exploring. Inputs
-    have shape (B,). Returns the scalar loss and a dict of detached diagnostics."""
+    """The PPO loss of actor and critic on B steps, to minimise (Schulman et al. 2017, eq. 9)."""
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
     ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
     pg_loss = -surrogate(ratio, advantages, clip_coef)
-    # Value loss. The paper squares V_θ(s_t) − R_t. PPO's reference code (openai/baselines ppo2)
-    # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio.
-    # Here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
-    # Engstrom et al. (2020) saw no gain from this clip. Andrychowicz et al. (2021) saw it hurt.
-    # --no-clip-vloss turns it off, and benchmarks/ABLATIONS.md compares the two.
+    # Value loss, with ppo2's clip of V's change around V_old (core detail 9).
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
     # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]
     v_loss_unclipped = (new_value - returns) ** 2
@@ -269,8 +189,7 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     entropy_loss = entropy.mean()
     loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss
     with torch.no_grad():
-        # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old (J. Schulman, "Approximating KL
-        # divergence", 2020). k1 is unbiased but noisy and can be negative. k3 is unbiased and ≥ 0.
+        # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old. k3 is unbiased and ≥ 0.
         # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
         # clipfrac is the share of samples with |r − 1| > ε. Some of them still give a gradient.
         stats = {
@@ -282,10 +201,7 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
 
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
-    """Train with PPO, log to TensorBoard, and return the loop's `state()` at the end. `train(args)`
-    is the whole algorithm. A script's tooling, after `train`, passes its own `writer` (the run's
-    folder) and a `hook`, called at the start and after each update, through which it adds
-    checkpoints, --resume and guard rails."""
+    """Train with PPO, log to TensorBoard, and return the loop's `state()` at the end."""
     batch_size = args.num_envs * args.num_steps
     minibatch_size = batch_size // args.num_minibatches
     num_iterations = args.total_timesteps // batch_size
@@ -299,18 +215,13 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, int(action_space.n), args.hidden_size).to(device)
-    # One optimiser for the actor and the critic, which share one loss.
-    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
-    # 2022). `fused` updates all weights in one kernel.
+    # One optimiser for the actor and the critic. Adam's ε is 1e-5, not 1e-8 (core detail 3).
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
-    # than in tensors. The whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros(shape, dtype=np.int64)
-    # final_values: V(final obs) at the steps where an episode was truncated
     logprobs_np, values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
         np.zeros(shape, dtype=np.float32) for _ in range(6))
 
@@ -319,11 +230,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
     global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
 
-    # Everything the loop needs to go on from the end of an update, by name. torch's random state
-    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. Add here and below any state you add to the
-    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
-    # without it. tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. Add here and below
+    # any state you add to the loop, such as a target network or a schedule's counter.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
@@ -345,9 +253,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient, because the update recomputes log π and V.
-        # Inference mode is torch's no-gradient mode with the least bookkeeping.
-        with torch.inference_mode():
+        with torch.inference_mode():  # No gradient: the update recomputes log π and V.
             for step in range(args.num_steps):
                 global_step += args.num_envs
                 obs_np[step] = next_obs_np
@@ -406,14 +312,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 _, new_logprob, entropy, new_value = agent.get_action_and_value(b_obs[mb_inds],
                                                                                 b_actions[mb_inds])
                 mb_advantages = b_advantages[mb_inds]
-                # Normalised per minibatch (core detail 7). For the unclipped term r·Â, the mean is
-                # a baseline: E_{a~π_old}[∇r] = ∇ Σ_a π_θ(a|s) = 0, so the expected gradient stays.
-                # In the clipped loss it does more. Shifting Â changes which samples are clipped, so
-                # after the first minibatch it changes the expected update. Dividing by the std
-                # scales the policy term alone. Actor and critic are separate networks, so the
-                # critic's gradient does not change. But the policy term's weight against the
-                # entropy bonus, also on the actor, changes. So does the norm the shared clip sees,
-                # and when it clips, its one factor rescales the critic's gradient too.
+                # Normalised per minibatch (core detail 7).
                 if args.norm_adv:
                     mb_advantages = ((mb_advantages - mb_advantages.mean())
                                      / (mb_advantages.std() + 1e-8))
@@ -426,9 +325,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 optimizer.step()
                 epoch_stats.append(stats)
             update_stats += epoch_stats
-            # Early stop: the policy has already moved far from π_old. Spinning Up's PPO checks the
-            # KL after every step, against 1.5 × target. CleanRL checks once per epoch, the KL of
-            # the epoch's last minibatch. We check once per epoch too, on the mean over the epoch.
+            # Early stop: the policy has already moved far from π_old.
             epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()
             if args.target_kl is not None and epoch_kl > args.target_kl:
                 break

@@ -13,14 +13,6 @@
     8. Repeat steps 5-7 for K epochs, or until an epoch's mean KL exceeds `--target-kl`.
     9. Log each loss as its mean over all the update's minibatches (`--- log ---`).
 
-Schulman, Wolski, Dhariwal, Radford and Klimov (2017), "Proximal policy optimization
-algorithms" (arXiv:1707.06347), its clipped variant, with generalised advantage estimation
-(Schulman et al. 2016, arXiv:1506.02438). For Gymnasium environments whose observation leaves
-out what the agent must remember. The script registers six of them: CartPoleNoVel-v1,
-PendulumNoVel-v1, MountainCarNoVel-v0, MountainCarContinuousNoVel-v0, LunarLanderNoVel-v3 and
-LunarLanderContinuousNoVel-v3. Each is its base env with the velocities in the observation set
-to 0 (`NO_VELOCITY`). Actions may be Discrete or Box, as in vpg.py.
-
     python ppo_recurrent.py                                 # CartPoleNoVel-v1, 100k steps
     python ppo_recurrent.py --env-id PendulumNoVel-v1       # Box actions
     python ppo_recurrent.py --help                          # every flag, with its meaning
@@ -28,53 +20,18 @@ to 0 (`NO_VELOCITY`). Actions may be Discrete or Box, as in vpg.py.
     python ppo_recurrent.py --eval-checkpoint runs/<run>/model.pt --capture-video  # (tooling)
     tensorboard --logdir runs
 
-Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
-
 What changes from ppo_discrete.py: memory, three pieces of ppo_continuous.py, RL Zoo's network and
-11 changed defaults. Memory comes first. Without velocities, one observation does not tell where
-the pole is going. A feed-forward policy then acts on the cart's position and the pole's angle
-alone. Here the actor and the critic each read the observation through an LSTM, whose state
-carries the past of the episode. Memory brings three changes to the loop.
-- The rollout stores each env's recurrent state at the start of the segment, and a flag per step
-  that says where an episode starts. The state is set to 0 at every episode start.
-- A minibatch is a set of whole env sequences, not a random set of steps. The update replays each
-  sequence from its stored start state, with the same resets. Only then does the replayed π_θ
-  give the rollout's π_θ_old, up to rounding, before the first Adam step.
-- A truncated episode is bootstrapped with V(final obs) from the state that saw the episode.
+11 changed defaults. Memory comes first: the actor and the critic each read the observation through
+an LSTM, whose state carries the past of the episode (docs/ppo_discrete-to-ppo_recurrent.html).
 Three pieces come from ppo_continuous.py: the Gaussian head for Box actions, observation
-normalisation (`--norm-obs`) and reward scaling (`--norm-reward`). RL Zoo's `normalize: True` is
-VecNormalize's default, which normalises the observations and scales the rewards, as this script
-does. The network is RL Zoo's. Each LSTM feeds a head with one ReLU hidden layer, and every layer
-keeps PyTorch's initialisation. ppo_discrete.py has two tanh layers, initialised orthogonally.
-Of the fields that both `Args` hold, 11 defaults change, to RL Zoo's settings for
-CartPoleNoVel-v1 (hyperparams/ppo_lstm.yml). ppo_discrete.py's defaults are in brackets.
+normalisation (`--norm-obs`) and reward scaling (`--norm-reward`). Of the fields that both `Args`
+hold, 11 defaults change, to RL Zoo's settings for CartPoleNoVel-v1. ppo_discrete.py's defaults are
+in brackets.
 - The env is CartPoleNoVel-v1 (CartPole-v1), trained for 99,840 steps (499,712).
 - A batch is 8 envs (4) × 32 steps (128).
 - An update is 20 epochs (4) of 1 minibatch (4). Here a minibatch holds whole env sequences.
 - α is 1e-3 (2.5e-4), γ 0.98 (0.99) and λ 0.8 (0.95).
-- V's loss is not clipped (clipped), and the entropy bonus's weight c₂ is 0 (0.01).
-`Args` says where a default departs from RL Zoo's. On CartPoleNoVel-v1 at 99,840 steps, seeds
-1-5, the returns are in benchmarks/RESULTS.md, beside the feed-forward ppo_discrete.py on the
-same env.
-
-Sources. Hausknecht and Stone (2015), "Deep recurrent Q-learning for partially observable MDPs"
-(arXiv:1507.06527), train an LSTM on replayed sequences in two ways. Sequential updates replay
-whole episodes from their start. Random updates replay a piece of an episode from a zero state,
-which is not the state the agent acted with. R2D2 (Kapturowski et al. 2019) stores the state
-too, and warms it up on the steps before the piece (burn-in), because its network has changed
-since the state was stored. PPO replays data of the current θ_old, so the stored start state is
-exactly the one the rollout acted with. Reference code: CleanRL's `ppo_atari_lstm.py` (its
-`get_states` masks the state step by step) and sb3-contrib's `RecurrentPPO` (separate LSTMs for
-actor and critic, with RL Zoo's settings).
-
-Deliberate differences, as in ppo_discrete.py. A time-limit truncation is bootstrapped, and
-`--no-bootstrap-truncation` treats it as a termination. Losses are logged as means over the
-whole update. The policy is saved with everything needed to evaluate it.
-
-Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
-training algorithm ends with `train`. The tooling after it (input checks, evaluation,
-checkpoints) can be skipped on a first reading.
-"""
+- V's loss is not clipped (clipped), and the entropy bonus's weight c₂ is 0 (0.01)."""
 
 import functools
 import itertools
@@ -98,45 +55,45 @@ class Args:
     env_id: str = "CartPoleNoVel-v1"
     """Gymnasium env with Discrete or Box actions; module:EnvId for an env of your own"""
     hidden_size: int = 64
-    """H, units of each LSTM and of the hidden layer of each head (RL Zoo: 64)"""
+    """H, units of each LSTM and of the hidden layer of each head"""
     total_timesteps: int = 99_840
-    """environment steps to train for, summed over all envs (390 batches of 256; RL Zoo: 100k)"""
+    """environment steps to train for, summed over all envs (whole batches: 390 of 256)"""
     learning_rate: float = 1e-3
-    """Adam step size α of actor and critic (RL Zoo: 1e-3, decayed linearly)"""
+    """Adam step size α of actor and critic"""
     anneal_lr: bool = True
     """decay the step size linearly from α to α/I in the last of I iterations (core detail 4)"""
     update_epochs: int = 20
-    """K, passes over each batch (RL Zoo: 20)"""
+    """K, passes over each batch"""
     num_minibatches: int = 1
-    """M, minibatches per epoch, each of N/M whole env sequences; must divide N (RL Zoo: 1)"""
+    """M, minibatches per epoch, each of N/M whole env sequences; must divide N"""
     clip_coef: float = 0.2
-    """ε of the clipped surrogate objective (RL Zoo: 0.2, decayed linearly; here constant)"""
+    """ε of the clipped surrogate objective"""
     clip_vloss: bool = False
-    """clip the value update to ±ε around the rollout's value (RL Zoo and SB3 do not)"""
+    """clip the value update to ±ε around the rollout's value prediction, as in PPO's own code"""
     ent_coef: float = 0.0
-    """c₂, weight of the entropy bonus (RL Zoo: 0)"""
+    """c₂, weight of the entropy bonus"""
     vf_coef: float = 0.5
-    """c₁, weight of the value loss ½(V − R)²; SB3's 0.5 weighs (V − R)², twice as much"""
+    """c₁, weight of the value loss"""
     max_grad_norm: float = 0.5
-    """the global L2 norm of the gradient is clipped to this value (SB3's default)"""
+    """the global L2 norm of the gradient is clipped to this value"""
     target_kl: float | None = None
     """stop an update's epochs once an epoch's mean approx-KL exceeds it; typical 0.01 to 0.05"""
     norm_adv: bool = True
     """normalise advantages to mean 0, std 1 within each minibatch"""
     num_envs: int = 8
-    """N, environments stepped in parallel (one synchronous vector env; RL Zoo: 8)"""
+    """N, environments stepped in parallel (one synchronous vector env)"""
     num_steps: int = 32
-    """T, steps per environment in each batch; batch size = N·T (RL Zoo: 32)"""
+    """T, steps per environment in each batch; batch size = N·T"""
     gamma: float = 0.98
-    """discount factor γ in [0, 1] (RL Zoo: 0.98)"""
+    """discount factor γ in [0, 1]"""
     gae_lambda: float = 0.8
-    """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V (RL Zoo: 0.8)"""
+    """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
     bootstrap_truncation: bool = True
     """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
     norm_obs: bool = True
-    """normalise observations by running statistics, as ppo_continuous.py (RL Zoo: VecNormalize)"""
+    """normalise observations by running statistics, as ppo_continuous.py"""
     norm_reward: bool = True
-    """scale rewards by the std of the running discounted return, as ppo_continuous.py (RL Zoo)"""
+    """scale rewards by the std of the running discounted return, as ppo_continuous.py"""
 
     # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
     seed: int = 1
@@ -161,15 +118,13 @@ def zero_entries(obs: np.ndarray, indices: list[int]) -> np.ndarray:
 
 def make_no_velocity_env(base_id: str, indices: list[int], **kwargs) -> gym.Env:
     """The base env, its observation's `indices` set to 0, shape unchanged. gym.make of the new id
-    adds the base env's time limit back (registered below). A function, not a lambda, in the
-    wrapper: the env then pickles, and a checkpoint holds it."""
+    adds the base env's time limit back (registered below)."""
     env = gym.make(base_id, **kwargs).unwrapped
     hide = functools.partial(zero_entries, indices=indices)
     return gym.wrappers.TransformObservation(env, hide, env.observation_space)
 
 
-# The entry point is named by the file's module, even when the file runs as __main__: a pickled
-# env (in a checkpoint) then names functions that another process can import.
+# Named by the file's module, even when it runs as __main__: a pickled env names importable code.
 _entry_point = os.path.basename(__file__).removesuffix(".py") + ":make_no_velocity_env"
 for _base, _indices in NO_VELOCITY.items():  # CartPole-v1 -> CartPoleNoVel-v1, ...
     _name, _version = _base.rsplit("-", 1)
@@ -180,21 +135,15 @@ for _base, _indices in NO_VELOCITY.items():  # CartPole-v1 -> CartPoleNoVel-v1, 
 
 
 def make_env(env_id: str, **kwargs) -> gym.Env:
-    """The one place where an environment is made: training, evaluation and the input checks
-    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
-    (docs/own-env.md). Evaluation passes render_mode for videos."""
+    """The one place where an environment is made: training, evaluation and the checks call it."""
     return gym.make(env_id, **kwargs)
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
-    # The step that ends an episode already returns the first observation of the next one.
-    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
-    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
-    # mode would spend one action per episode on a reset.
+    # SAME_STEP autoreset: the step that ends an episode already returns the first observation of
+    # the next one. The real last observation is in infos["final_obs"].
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    # Adds infos["episode"] (return and length) at each episode's end, for the logs.
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
@@ -226,24 +175,14 @@ class RunningMeanStd:
 
 
 class Agent(nn.Module):
-    """Actor π_θ(a|s_{≤t}) and critic V_φ(s_{≤t}), each an LSTM of --hidden-size units (H = 64)
-    followed by a head with one ReLU hidden layer. The actor's output is the logits of a
-    Categorical (Discrete actions) or the mean of a diagonal Gaussian (Box actions), as in vpg.py.
-    Two LSTMs, not one shared: RL Zoo's setting (enable_critic_lstm) and separate networks as in
-    ppo_discrete.py (core detail 13). Every layer keeps PyTorch's initialisation, not the
-    orthogonal one of ppo_discrete.py: RL Zoo's setting (ortho_init=False).
-
-    The recurrent state of B envs is one tensor (B, 4H): the actor LSTM's h and c, then the
-    critic's. One tensor is stored, indexed by env and reset by one product.
-
-    Evaluation acts only through `greedy_action`, so changing the layers needs no
-    tooling change."""
+    """Actor π_θ(a|s_{≤t}) and critic V_φ(s_{≤t}), each an LSTM and a head. The actor's output is
+    the logits of a Categorical (Discrete actions) or the mean of a Gaussian (Box actions). The
+    recurrent state of B envs is one tensor (B, 4H): the actor LSTM's h and c, then the critic's."""
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64,
                  norm_obs: bool = True):
         super().__init__()
-        # The one place where the action space decides the policy head. Box actions get a
-        # Gaussian, and Discrete ones a Categorical.
+        # The one place where the action space decides the policy head.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.hidden_size = hidden_size
@@ -253,15 +192,12 @@ class Agent(nn.Module):
         self.critic_head = head(hidden_size, 1)
         if self.continuous:  # log σ = 0 (σ = 1) at the start, as in ppo_continuous.py
             self.actor_logstd = nn.Parameter(torch.zeros(act_dim))
-        # The running statistics of the observations are part of the policy, as in
-        # ppo_continuous.py. Kept in the state_dict, they are saved and loaded with the weights.
+        # The observations' running statistics are part of the policy, saved with its weights.
         self.obs_rms, self.norm_obs = RunningMeanStd((obs_dim,)), norm_obs
 
     def normalize_obs(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
         """(B, obs_dim) -> (B, obs_dim): each feature to mean 0 and std 1 under the running
-        statistics (continuous details 6-7). A velocity set to 0 stays 0. CartPole's angle lies
-        within ±0.21 rad and its cart's position within ±2.4: normalised, both reach the LSTM on
-        one scale."""
+        statistics (continuous details 6-7). A velocity set to 0 stays 0."""
         if not self.norm_obs:  # --no-norm-obs, an ablation: the raw observations
             return obs
         if update:  # update=False freezes the statistics, as in evaluation
@@ -280,16 +216,10 @@ class Agent(nn.Module):
         return torch.zeros(num_envs, 4 * self.hidden_size)  # (B, 4H): the state of no past
 
     def unroll(self, obs, state, episode_starts):
-        """Runs the actor's and the critic's LSTM over T steps. Takes obs (T, B, obs_dim), the state
-        before step 0 (B, 4H) and episode_starts (T, B), 1 where obs[t] is an episode's first
-        observation. Returns the outputs of both LSTMs, (T, B, H) each, and the state after step
-        T − 1 (B, 4H). The rollout calls it with T = 1. An LSTM runs a whole sequence in one call,
-        much faster than step by step. But its state can be reset only between calls. So the T
-        steps are cut before each step where some env's episode starts, and each stretch is one
-        call. Cut or not, the LSTM computes the same function. The replay gives back the
-        rollout's outputs up to rounding, not always bit for bit. oneDNN picks the LSTM's kernel
-        by CPU, and a call of one step may round otherwise than a call of many. The tests hold
-        the two within 1e-6."""
+        """obs (T, B, obs_dim), the state before step 0 (B, 4H) and episode_starts (T, B), 1 where
+        obs[t] is an episode's first observation -> the outputs of both LSTMs, (T, B, H) each,
+        and the state after step T − 1 (B, 4H)."""
+        # One LSTM call per stretch: a state can be reset only between calls.
         cuts = [t for t in range(1, obs.shape[0]) if episode_starts[t].any()]
         actor_out, critic_out = [], []
         for begin, end in itertools.pairwise([0, *cuts, obs.shape[0]]):
@@ -311,17 +241,15 @@ class Agent(nn.Module):
         return self.critic_head(critic_out).squeeze(-1), state
 
     def get_action_and_value(self, obs, state, episode_starts, action=None):
-        """Takes obs (T, B, obs_dim), state (B, 4H) and episode_starts (T, B). Returns the action
-        (T, B) or (T, B, act_dim), then log π(a|s_{≤t}), the entropy and V, (T, B) each, and the
-        state after the last step (B, 4H). Samples an action unless one is given (the update
-        replays the stored ones)."""
+        """obs (T, B, obs_dim), state (B, 4H), episode_starts (T, B) -> the action (T, B) or
+        (T, B, act_dim), log π(a|s_{≤t}), entropy and V, (T, B) each, and the new state (B, 4H)."""
         actor_out, critic_out, state = self.unroll(obs, state, episode_starts)
         value = self.critic_head(critic_out).squeeze(-1)
         # Both distributions written out as in vpg.py and ppo_continuous.py.
         if self.continuous:
             mean = self.actor_head(actor_out)  # μ_θ, (T, B, act_dim)
             std = self.actor_logstd.expand_as(mean).exp()  # σ, (T, B, act_dim): state-independent
-            if action is None:
+            if action is None:  # Sampled, unless the update re-evaluates stored actions.
                 action = torch.normal(mean, std)
             # The action dimensions are independent: log-probs and entropies add up over them.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
@@ -336,7 +264,7 @@ class Agent(nn.Module):
         # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
         logits = self.actor_head(actor_out)
         log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (T, B, n_actions)
-        if action is None:
+        if action is None:  # Sampled, unless the update re-evaluates stored actions.
             flat = log_pi.reshape(-1, log_pi.shape[-1]).softmax(-1)  # multinomial takes 2 dims
             action = torch.multinomial(flat, 1, replacement=True).reshape(log_pi.shape[:-1])
         logprob = log_pi.gather(-1, action[..., None]).squeeze(-1)  # log π(a|s) of the action
@@ -345,9 +273,8 @@ class Agent(nn.Module):
         return action, logprob, entropy, value, state
 
     def greedy_action(self, obs: np.ndarray, memory: torch.Tensor | None = None):
-        """Takes one observation (obs_dim,) and the memory: the state after the episode's last
-        step, or None at the episode's start. Returns the most likely action (an int, Discrete)
-        or the mean action (an array, Box, not clipped), and the state after this step (1, 4H)."""
+        """One observation (obs_dim,) and the state after the episode's last step (None at its
+        start) -> the most likely or mean action (not clipped), and the state after (1, 4H)."""
         state = self.initial_state(1) if memory is None else memory
         obs = self.normalize_obs(obs, update=False)  # (obs_dim,), with the frozen statistics
         obs = torch.as_tensor(obs, dtype=torch.float32)[None, None]  # (T, B, obs_dim) = (1, 1, ·)
@@ -359,20 +286,11 @@ class Agent(nn.Module):
 
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
-
     All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
-    observation that really followed step t. On a time-limit truncation, that is the episode's
-    final observation, not the reset observation the vector env returned.
+    observation that really followed step t. Returns (advantages, returns), both (T, N).
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
-        A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
-
-    A terminated step has no future, so it does not bootstrap. A truncated step was cut by a time
-    limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
-    2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
-    ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N). returns = A + V: with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
-    """
+        A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0"""
     # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
@@ -385,20 +303,9 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 
 def surrogate(ratio, advantages, clip_coef):
-    """The clipped surrogate objective L^CLIP(θ) on a batch of B steps, to maximise (Schulman et
-    al. 2017, eq. 7). Inputs have shape (B,). `ratio` holds r_t(θ), defined below.
-
-    The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
-    r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
-    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t), so the gradient g of L is vpg.py's
-    policy gradient. Away from θ_old, L estimates the improvement only while the policy stays
-    close, because the states still come from π_θ_old. TRPO bounds the step. PPO instead takes
-    the minimum with a clipped ratio, a pessimistic bound on r_t Â_t. A change of r_t beyond
-    1 ± ε counts when it lowers the objective, and not when it raises it.
-    """
+    """The clipped surrogate L^CLIP(θ) on B steps, to maximise (Schulman et al. 2017, eq. 7)."""
     # A sample gives no gradient only where the clipped term is the smaller one. That is where
     # Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε: the steps already moved it far enough its way.
-    # Where r left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
     # math: L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)
     # math: \bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -407,18 +314,12 @@ def surrogate(ratio, advantages, clip_coef):
 
 def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns, entropy,
              clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
-    """The PPO objective on a minibatch of B steps as one loss for actor and critic, to minimise
-    (Schulman et al. 2017, eq. 9), with an entropy bonus that keeps the policy exploring. Inputs
-    have shape (B,). Returns the scalar loss and a dict of detached diagnostics."""
+    """The PPO loss of actor and critic on B steps, to minimise (Schulman et al. 2017, eq. 9)."""
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
     ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
     pg_loss = -surrogate(ratio, advantages, clip_coef)
-    # Value loss. The paper squares V_θ(s_t) − R_t. PPO's reference code (openai/baselines ppo2)
-    # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio.
-    # Here it is in units of return, of the scaled rewards by default (`RewardScaler`).
-    # Engstrom et al. (2020) saw no gain from this clip. Andrychowicz et al. (2021) saw it hurt.
-    # RL Zoo and SB3 do not clip V, so it is off by default. --clip-vloss turns it on.
+    # Value loss, with ppo2's clip of V's change around V_old (core detail 9), off by default.
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
     # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]
     v_loss_unclipped = (new_value - returns) ** 2
@@ -431,8 +332,7 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     entropy_loss = entropy.mean()
     loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss
     with torch.no_grad():
-        # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old (J. Schulman, "Approximating KL
-        # divergence", 2020). k1 is unbiased but noisy and can be negative. k3 is unbiased and ≥ 0.
+        # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old. k3 is unbiased and ≥ 0.
         # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
         # clipfrac is the share of samples with |r − 1| > ε. Some of them still give a gradient.
         stats = {
@@ -452,13 +352,7 @@ class RewardScaler:
 
     def scale(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
         """(N,) -> (N,). Divide each reward by the std of R_t, a running discounted sum of past
-        rewards, as the reference code's VecNormalize does. It is not the std of the rewards
-        themselves. R_t is on the scale of a discounted return, so the value targets lose the
-        env's reward scale. The mean is not subtracted, so the sign of r is kept. The value
-        targets are then roughly the discounted returns divided by the std of R_t. That std
-        includes R_t's climb from 0 at each episode's start. So the targets' spread is at most of
-        order 1. Where the rewards keep one sign, their size is a few times 1, whatever the env's
-        own reward scale."""
+        rewards, as the reference code's VecNormalize does."""
         # math: R_t = \gamma R_{t-1} + r_t
         # math: \tilde r_t = \mathrm{clip}\big(r_t / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)
         self.discounted_return = self.gamma * self.discounted_return + reward
@@ -469,10 +363,7 @@ class RewardScaler:
 
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
-    """Train with recurrent PPO, log to TensorBoard, and return the loop's `state()` at the end.
-    `train(args)` is the whole algorithm. A script's tooling, after `train`, passes its own
-    `writer` (the run's folder) and a `hook`, called at the start and after each update, through
-    which it adds checkpoints, --resume and guard rails."""
+    """Train with recurrent PPO, log to TensorBoard, and return the loop's `state()` at the end."""
     batch_size = args.num_envs * args.num_steps
     envs_per_minibatch = args.num_envs // args.num_minibatches
     num_iterations = args.total_timesteps // batch_size
@@ -487,20 +378,15 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size, args.norm_obs).to(device)
     reward_scaler = RewardScaler(args.num_envs, args.gamma)
-    # One optimiser for the actor and the critic, which share one loss.
-    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
-    # 2022). `fused` updates all weights in one kernel.
+    # One optimiser for the actor and the critic. Adam's ε is 1e-5, not 1e-8 (core detail 3).
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
-    # than in tensors. The whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, *action_space.shape),
                           dtype=np.float32 if agent.continuous else np.int64)
     # episode_starts: 1 where obs_np[t] is the first observation of an episode.
-    # final_values: V(final obs) at the steps where an episode was truncated.
     (episode_starts_np, logprobs_np, values_np, final_values_np, rewards_np, terminations_np,
      truncations_np) = (np.zeros(shape, dtype=np.float32) for _ in range(7))
 
@@ -508,16 +394,12 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
     global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
-    # The memory carried from one rollout to the next: each env's recurrent state after its last
-    # step (N, 4H), and whether its next observation starts an episode (N,).
+    # Kept between rollouts: each env's state (N, 4H), and whether its next obs starts an episode.
     next_state = agent.initial_state(args.num_envs).to(device)
     next_episode_start_np = np.ones(args.num_envs, dtype=np.float32)
 
-    # Everything the loop needs to go on from the end of an update, by name. torch's random state
-    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. Add here and below any state you add to the
-    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
-    # without it. tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. Add here and below
+    # any state you add to the loop, such as a target network or a schedule's counter.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer, "reward_scaler": reward_scaler,
                 "envs": envs, "next_obs": next_obs_np, "next_state": next_state,
@@ -543,11 +425,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # The update replays each env's sequence from the state it started with, so that state
-        # is stored. Collecting needs no gradient (the update recomputes log π and V): inference
-        # mode is torch's no-gradient mode with the least bookkeeping.
-        start_state = next_state.clone()  # (N, 4H): the state before step 0
-        with torch.inference_mode():
+        start_state = next_state.clone()  # (N, 4H): the state before step 0, for the replay
+        with torch.inference_mode():  # No gradient: the update recomputes log π and V.
             for step in range(args.num_steps):
                 global_step += args.num_envs
                 obs_np[step], episode_starts_np[step] = next_obs_np, next_episode_start_np
@@ -573,8 +452,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 # SAME_STEP autoreset: where this step ended an episode, next_obs_np starts one.
                 next_episode_start_np = (terminated | truncated).astype(np.float32)
                 if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
-                    # The state next_state[idx] has seen the cut episode. It is reset only at the
-                    # next step, so the final observation is read with the episode's memory.
+                    # next_state[idx], reset only at the next step, holds the cut episode's memory.
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     # Normalised without updating the statistics: the policy never acts on it.
@@ -612,9 +490,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                                           args.gamma, args.gae_lambda)
 
         # --- update: K epochs, each a random split of the N envs into minibatches ---
-        # A minibatch holds whole env sequences, (T, N/M, ...), not steps drawn at random. The
-        # LSTM replays each sequence from its stored start state, with the rollout's resets.
-        # Before the first Adam step it then gives back the rollout's log π.
+        # Whole env sequences (T, N/M, ...), replayed from their stored start states, same resets.
         update_stats = []
         for _epoch in range(args.update_epochs):
             env_inds = torch.randperm(args.num_envs, device=device)
@@ -624,7 +500,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 _, new_logprob, entropy, new_value, _ = agent.get_action_and_value(
                     obs[:, mb], start_state[mb], episode_starts[:, mb], actions[:, mb])
                 mb_advantages = advantages[:, mb].reshape(-1)  # (T·N/M,), as the steps below
-                # Normalised per minibatch (core detail 7), as in ppo_discrete.py.
+                # Normalised per minibatch (core detail 7).
                 if args.norm_adv:
                     mb_advantages = ((mb_advantages - mb_advantages.mean())
                                      / (mb_advantages.std() + 1e-8))
@@ -639,7 +515,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 optimizer.step()
                 epoch_stats.append(stats)
             update_stats += epoch_stats
-            # Early stop, once per epoch, on the mean KL over the epoch (as ppo_discrete.py).
+            # Early stop: the policy has already moved far from π_old.
             epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()
             if args.target_kl is not None and epoch_kl > args.target_kl:
                 break

@@ -7,10 +7,8 @@
     4. Take one Adam step on the loss −(1/B) Σ_t log π_θ(a_t|s_t) G_t (`reinforce_loss`).
     5. Measure how far the step moved the policy, then log (`--- log ---`).
 
-Williams (1992), "Simple statistical gradient-following algorithms for connectionist
-reinforcement learning". Rewards-to-go weight the log-probabilities (Sutton & Barto 2018, §13.3).
-The script takes Gymnasium environments with `Discrete` actions, such as CartPole-v1 and
-LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
+The first file of the reading order reinforce.py → vpg.py → trpo.py → ppo_discrete.py →
+ppo_continuous.py. Its next step is docs/reinforce-to-vpg.html.
 
     python reinforce.py                                     # CartPole-v1, 500k steps
     python reinforce.py --help                              # every flag, with its meaning
@@ -19,14 +17,6 @@ LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
     tensorboard --logdir runs
 
 Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
-
-The first file of the reading order reinforce.py → vpg.py → trpo.py → ppo_discrete.py →
-ppo_continuous.py. Nothing here estimates a value, so nothing can stand in for the rewards after
-a cut. An episode cut by a time limit counts as ended there, its missing rewards taken as 0.
-
-Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
-training algorithm ends with `train`. The tooling after it (input checks, evaluation,
-checkpoints) can be skipped on a first reading.
 """
 
 import functools
@@ -72,30 +62,22 @@ class Args:
     """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
 
 
-
 def make_env(env_id: str, **kwargs) -> gym.Env:
     """The one place where an environment is made: training, evaluation and the input checks
-    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
-    (docs/own-env.md). Evaluation passes render_mode for videos."""
+    all call it. A wrapper or keyword argument added here applies everywhere (docs/own-env.md)."""
     return gym.make(env_id, **kwargs)
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
     # The step that ends an episode already returns the first observation of the next one.
     # So no action is spent on a reset, and every step in the batch is a real transition.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    # Adds infos["episode"] (return and length) at each episode's end, for the logs.
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)  # infos["episode"], for the logs
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
-    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
-    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
-    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
-    # V takes 1.
+    # Orthogonal weights scaled by `std`, and zero biases.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -110,47 +92,36 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 
 
 class Agent(nn.Module):
-    """The policy π_θ(a|s), a tanh MLP with two hidden layers of --hidden-size units (64 by
-    default), and nothing else. Its output is the logits of a Categorical (Discrete actions) or
-    the mean of a diagonal Gaussian (Box actions), whose log-std is a learned vector that does
-    not depend on the state."""
+    """The policy π_θ(a|s), a tanh MLP, and nothing else. Its output is the logits of a
+    Categorical (Discrete actions) or the mean of a diagonal Gaussian (Box actions)."""
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head. Box actions get a
-        # Gaussian, and Discrete ones a Categorical.
+        # The one place where the action space decides the policy head.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
-        self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
+        self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)  # first outputs near 0
         if self.continuous:
-            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG. Most MuJoCo envs
-            # bound actions to [−1, 1], and Humanoid to ±0.4. With σ ≈ 0.61, about a tenth of the
-            # first action components fall outside [−1, 1] and reach the env clipped. With σ = 1,
-            # a third would. For a whole 6-dimensional action, as HalfCheetah's, some component
-            # falls outside 47% of the time, and 90% with σ = 1.
+            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,), and the memory the next call takes.
-        The greedy action is the most likely one for Discrete actions. For Box actions it is the
-        mean μ_θ(s), not yet clipped to the bounds. This policy has no memory, so it returns none.
-        Evaluation acts through this method alone. The rest of the tooling uses only the
-        constructor and nn.Module's own methods, never the layers."""
+        """The greedy action for one observation (obs_dim,): the most likely one (Discrete), or
+        the mean μ_θ(s), not yet clipped to the bounds (Box). This policy has no memory, so the
+        memory it returns for the next call is none. Evaluation acts through this method alone."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions are written out, so that their formulas are on the page. Tests
-        # compare them with torch.distributions, so log σ is computed as log(σ), as it does.
+        # Both distributions are written out, so that their formulas are on the page.
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product. So log-probs add
-            # up over the last axis, and so do the entropies.
+            # Independent action dimensions: log-probs add up over the last axis, as do entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -172,15 +143,11 @@ class Agent(nn.Module):
 
 
 def compute_returns(rewards, dones, gamma: float):
-    """Discounted rewards-to-go of every step of a rollout, each within its own episode.
-
-    Both rewards and dones have shape (T, N), time-major, or (T,) for one env. dones[t] = 1 at the
-    last step of each episode. The sum stops at the episode's end and never crosses into the next:
+    """Discounted rewards-to-go of every step of a rollout, each within its own episode. Both
+    rewards and dones have shape (T, N), time-major, or (T,) for one env. dones[t] = 1 at the last
+    step of each episode. The sum stops at the episode's end and never crosses into the next:
 
         G_t = r_t + γ (1 − done_t) G_{t+1}   =   Σ_{l ≥ 0, within the episode} γ^l r_{t+l}
-
-    Only rewards from t on appear. An action cannot change the rewards that came before it, so
-    dropping them leaves the gradient's expectation unchanged and usually lowers its variance.
     """
     returns = torch.zeros_like(rewards)
     next_return = torch.zeros_like(rewards[0])  # G_{t+1}, shape (N,)
@@ -191,22 +158,12 @@ def compute_returns(rewards, dones, gamma: float):
 
 
 def reinforce_loss(logprob, returns):
-    """The REINFORCE surrogate on a batch, as a loss to minimise. Inputs have shape (B,).
-
-    Its gradient is minus the policy-gradient estimate, rescaled (Williams 1992). Descending it
-    raises the log-probability of each action in proportion to the return that followed. Its
-    value is no measure of how well the policy performs: judge a run by its returns.
-    """
+    """The REINFORCE surrogate on a batch, as a loss to minimise. Inputs have shape (B,). Its
+    value is no measure of how well the policy performs: judge a run by its returns."""
     # The estimate ĝ of ∇J from the batch's episodes τ ∈ D (Williams 1992, rewards-to-go form):
     # math: \hat g = \frac{1}{|D|} \sum_\tau \sum_t \nabla_\theta \log \pi_\theta(a_t|s_t)\, G_t
-    # Sutton & Barto (§13.3) also weight step t by γ^t, which makes ĝ the gradient of the
-    # discounted return from the first state. Like most implementations, Spinning Up's too, this
-    # file leaves γ^t out, so a late step counts as much as an early one.
-    # The loss averages over the B steps instead of the |D| episodes. That rescales each batch's
-    # gradient by |D|/B, one over the batch's mean episode length. Its direction stays, but the
-    # scale is no constant. On CartPole, as episodes grow from about 20 steps to 500, it falls
-    # about 25×. Adam's step is blind only to a constant scale of the gradient, so this acts as
-    # a hidden decay of the step size.
+    # Unlike Sutton & Barto (§13.3), no γ^t weight: a late step counts as much as an early one.
+    # The mean over B steps, not |D| episodes, rescales ĝ by |D|/B, which falls as episodes grow.
     # math: L(\theta) = -\frac{1}{B}\sum_t \log \pi_\theta(a_t|s_t)\, G_t
     # math: -\nabla_\theta L = \frac{|D|}{B}\, \hat g
     return -(logprob * returns).mean()
@@ -214,9 +171,7 @@ def reinforce_loss(logprob, returns):
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     """Train with REINFORCE, log to TensorBoard, and return the loop's `state()` at the end.
-    `train(args)` is the whole algorithm. A script's tooling, after `train`, passes its own `writer`
-    (the run's folder) and a `hook`, called at the start and after each update, through which it
-    adds checkpoints, --resume and guard rails."""
+    `train(args)` is the whole algorithm. The tooling passes its own `writer` and `hook`."""
     # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -227,8 +182,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
-    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
-    # 2022). `fused` updates all weights in one kernel.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
@@ -236,11 +190,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
     global_step, episodic_returns = 0, []  # (step, return) of the episodes in a batch
 
-    # Everything the loop needs to go on from the end of an update, by name. torch's random state
-    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. Add here and below any state you add to the
-    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
-    # without it. tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. Add here and below
+    # any state you add to the loop, such as a target network or a schedule's counter. Otherwise
+    # a resumed run goes on without it.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer,
                 "envs": envs, "global_step": global_step,
@@ -254,15 +206,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     start_time, start_step, last_print = time.time(), global_step, 0
     while global_step < args.total_timesteps:
         # --- rollout: complete episodes of the current policy π_θ, at least batch_size steps ---
-        # Every batch starts fresh episodes, because one still running from the last batch was
-        # begun by an older policy. Once the batch is full, no env starts a new episode for it.
-        # But every episode already begun is played to its end, because keeping only those that
-        # finish first would favour short episodes. A time-limit truncation, such as CartPole's
-        # 500 steps, is taken as the episode's end. With no critic there is nothing to bootstrap
-        # the missing rewards with. So G_t near the limit lacks the rewards that would have
-        # followed (Pardo et al. 2018).
+        # Every batch starts fresh episodes and plays each one to its end. Keeping only those
+        # that finish first would favour short episodes. A time-limit cut ends an episode too:
+        # with no critic, nothing can bootstrap the rewards it cuts off.
         # The first reset seeds env i with seed + i. Later resets continue those random streams.
-        # A run resumed without its own envs, as Box2D's, gets new envs, unseeded.
         next_obs_np, _ = envs.reset(seed=args.seed if global_step == 0 else None)
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
         iteration_start, batch_steps = global_step, 0
@@ -271,7 +218,6 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         obs_np, actions_np, rewards_np, dones_np, keep_np = [], [], [], [], []
         collecting = np.ones(args.num_envs, dtype=bool)  # Env i's episode goes into the batch.
         # Collecting needs no gradient, because the update recomputes log π.
-        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             while collecting.any():
                 global_step += args.num_envs
@@ -310,9 +256,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         returns = compute_returns(rewards.float(), dones.float(), args.gamma)  # (T, N)
         b_obs, b_actions, b_returns = obs[keep], actions[keep], returns[keep]  # (B, ...)
         if args.norm_returns:
-            # The batch mean is a baseline. Subtracting a constant leaves the expected gradient
-            # unchanged, since E[∇ log π] = 0. Taking the mean from the same batch adds a small
-            # bias. Dividing by the std only rescales the step.
+            # The batch mean is a baseline. Dividing by the std only rescales the step.
             b_returns = (b_returns - b_returns.mean()) / (b_returns.std() + 1e-8)
 
         # --- update: one policy-gradient step on θ ---
@@ -322,7 +266,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         pg_loss.backward()
         optimizer.step()
         # How far the one step moved the policy: the k3 estimate of KL[π_old ‖ π_θ], with
-        # r = π_θ / π_old (J. Schulman, "Approximating KL divergence", 2020).
+        # r = π_θ / π_old.
         # math: k_3 = \mathbb{E}_t[(r_t - 1) - \log r_t]
         with torch.no_grad():
             _, new_logprob, _ = agent.get_action(b_obs, b_actions)
@@ -334,8 +278,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                   "approx_kl": approx_kl.item()}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # The share of the steps taken that entered the batch. The other envs spent the rest
-        # while the last episodes of the batch ran to their end.
+        # The share of the steps taken that entered the batch.
         batch_fraction = batch_steps / (global_step - iteration_start)
         writer.add_scalar("charts/batch_fraction", batch_fraction, global_step)
         sps = (global_step - start_step) / (time.time() - start_time)

@@ -10,12 +10,6 @@
        line search (`trpo_step`).
     7. Take --vf-iters Adam steps on the critic's loss (`value_loss`), then log (`--- log ---`).
 
-Schulman, Levine, Moritz, Jordan and Abbeel (2015), "Trust region policy optimization"
-(arXiv:1502.05477), in its practical form.
-Advantages come from generalised advantage estimation (Schulman et al. 2016, arXiv:1506.02438).
-The script takes Gymnasium environments with `Discrete` actions, such as CartPole-v1 and
-LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
-
     python trpo.py                                          # CartPole-v1, 500k steps
     python trpo.py --env-id HalfCheetah-v4 --total-timesteps 1000000
     python trpo.py --help                                   # every flag, with its meaning
@@ -23,31 +17,11 @@ LunarLander-v3, or `Box` actions, such as Pendulum-v1 and HalfCheetah-v4.
     python trpo.py --eval-checkpoint runs/<run>/model.pt --capture-video  # (tooling)
     tensorboard --logdir runs
 
-Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
-
-What changes from vpg.py, one idea: a bounded step, and only the policy's update. In vpg.py,
-the policy takes one Adam step, α·m̂/(√v̂ + ε). Its m̂ and v̂ are running averages of this and
-earlier batches' gradients and of their squares. That is a momentum average of g, rescaled
-coordinate by coordinate, so not along g itself. And nothing says how far that step moves the
-policy. TRPO bounds the move. It maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a
-mean KL[π_θ_old ‖ π_θ] ≤ δ. Take L linearised and the KL to second order around θ_old. The
-solution is then a step along the natural gradient H⁻¹g, with H the Hessian of the mean KL, the
-Fisher information. Conjugate gradient finds x ≈ (H + cI)⁻¹g from products (H + cI)·v alone
-(`fisher_vector_product`, `conjugate_gradient`). The damping c = --cg-damping, 0.1, tilts x
-toward g: a deliberate change, not a rounding error. The step is scaled to the edge of the trust
-region: x times √[2δ / xᵀ(H + cI)x]. A line search shrinks it until the measured KL is within δ
-and the surrogate improves (`line_search`). `trpo_step` puts them together. The policy has no
-optimiser and no step size α: δ takes the place of `--learning-rate`. The critic, the rollout,
-GAE and the budget are vpg.py's, with its defaults.
-
-Defaults follow Spinning Up's TRPO, its TensorFlow 1 code, which keeps its VPG's batch and
-critic: 4000 steps per batch, V lr 1e-3, 80 critic steps, γ 0.99, λ 0.97, δ 0.01, damping 0.1.
-`trpo_step` says where its 10 conjugate-gradient iterations and 10 tries of 0.8 come from.
-
-Lines starting with `# math:` hold the LaTeX of the equation the code below computes. The
-training algorithm ends with `train`. The tooling after it (input checks, evaluation,
-checkpoints) can be skipped on a first reading.
-"""
+What changes from vpg.py, one idea: a bounded step, and only the policy's update. TRPO bounds
+the move: it maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a mean
+KL[π_θ_old ‖ π_θ] ≤ δ (`trpo_step`). The policy has no optimiser and no step size α: δ takes the
+place of `--learning-rate`. The critic, the rollout, GAE and the budget are vpg.py's, with its
+defaults. The page of this step is docs/vpg-to-trpo.html."""
 
 import copy
 import functools
@@ -79,13 +53,13 @@ class Args:
     cg_damping: float = 0.1
     """c > 0, added to the Fisher matrix as H + cI so that conjugate gradient stays stable"""
     vf_learning_rate: float = 1e-3
-    """Adam step size of the critic (Spinning Up's vf_lr)"""
+    """Adam step size of the critic"""
     vf_iters: int = 80
-    """full-batch gradient steps on the critic per batch (Spinning Up's train_v_iters)"""
+    """full-batch gradient steps on the critic per batch"""
     num_envs: int = 4
     """N, environments stepped in parallel (one synchronous vector env)"""
     num_steps: int = 1000
-    """T, steps per environment in each batch; batch size = N·T (Spinning Up: 4000 per epoch)"""
+    """T, steps per environment in each batch; batch size = N·T"""
     gamma: float = 0.99
     """discount factor γ in [0, 1]"""
     gae_lambda: float = 0.97
@@ -100,32 +74,23 @@ class Args:
     """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
 
 
-
 def make_env(env_id: str, **kwargs) -> gym.Env:
     """The one place where an environment is made: training, evaluation and the input checks
-    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
-    (docs/own-env.md). Evaluation passes render_mode for videos."""
+    all call it. A wrapper or keyword argument added here applies everywhere (docs/own-env.md)."""
     return gym.make(env_id, **kwargs)
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
     # The step that ends an episode already returns the first observation of the next one.
-    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
-    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
-    # mode would spend one action per episode on a reset.
+    # The real last observation is in infos["final_obs"], to bootstrap a truncated episode.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    # Adds infos["episode"] (return and length) at each episode's end, for the logs.
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)  # infos["episode"], for the logs
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
-    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
-    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
-    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
-    # V takes 1.
+    # Orthogonal weights scaled by `std`, and zero biases.
+    # The policy head takes 0.01, so that its first outputs are near 0. V takes 1.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -141,50 +106,40 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 
 class Agent(nn.Module):
     """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
-    units (64 by default). The actor's output is the logits of a Categorical (Discrete actions)
-    or the mean of a diagonal Gaussian (Box actions), whose log-std is a learned vector that
-    does not depend on the state."""
+    units. The actor's output is the logits of a Categorical (Discrete actions) or the mean of a
+    diagonal Gaussian (Box actions), whose log-std is a learned vector independent of the state."""
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head. Box actions get a
-        # Gaussian, and Discrete ones a Categorical.
+        # The one place where the action space decides the policy head.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG. Most MuJoCo envs
-            # bound actions to [−1, 1], and Humanoid to ±0.4. With σ ≈ 0.61, about a tenth of the
-            # first action components fall outside [−1, 1] and reach the env clipped. With σ = 1,
-            # a third would. For a whole 6-dimensional action, as HalfCheetah's, some component
-            # falls outside 47% of the time, and 90% with σ = 1.
+            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,), and the memory the next call takes.
-        The greedy action is the most likely one for Discrete actions. For Box actions it is the
-        mean μ_θ(s), not yet clipped to the bounds. This policy has no memory, so it returns none.
-        Evaluation acts through this method alone. The rest of the tooling uses only the
-        constructor and nn.Module's own methods, never the layers."""
+        """The greedy action for one observation (obs_dim,): the most likely one (Discrete), or
+        the mean μ_θ(s), not yet clipped to the bounds (Box). This policy has no memory, so the
+        memory it returns for the next call is none. Evaluation acts through this method alone."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions are written out, so that their formulas are on the page. Tests
-        # compare them with torch.distributions, so log σ is computed as log(σ), as it does.
+        # Both distributions are written out, so that their formulas are on the page.
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product. So log-probs add
-            # up over the last axis, and so do the entropies.
+            # Independent action dimensions: log-probs add up over the last axis, as do entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -207,19 +162,11 @@ class Agent(nn.Module):
 
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
-
     All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
-    observation that really followed step t. On a time-limit truncation, that is the episode's
-    final observation, not the reset observation the vector env returned.
+    observation that really followed step t. Returns (advantages, returns), both (T, N).
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
         A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
-
-    A terminated step has no future, so it does not bootstrap. A truncated step was cut by a time
-    limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
-    2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
-    ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N). returns = A + V: with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
     """
     # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
@@ -234,24 +181,16 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 def surrogate(logprob, old_logprob, advantages):
     """The surrogate objective L(θ) on a batch of B steps, to maximise. Inputs have shape (B,).
-
-    The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
-    r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
-    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t), so the gradient g of L is vpg.py's
-    policy gradient. Away from θ_old, L estimates the improvement only while the policy stays
-    close, because the states still come from π_θ_old. Hence the trust region.
-    """
+    At θ = θ_old, its gradient g is vpg.py's policy gradient."""
     # math: L(\theta) = \frac{1}{B}\sum_t r_t(\theta)\, \hat A_t
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     return ((logprob - old_logprob).exp() * advantages).mean()
 
 
 def mean_kl(agent, obs, old):
-    """The mean over a batch of states (B, obs_dim) of KL[π_old(·|s) ‖ π_θ(·|s)], in closed form.
-    A scalar, 0 at θ = θ_old. `old` is a copy of the agent at θ_old. Its weights never change,
-    and gradients are taken with respect to the agent's alone."""
-    # The actor's outputs: the means μ(s) of the Gaussians, or the logits z of the Categoricals.
-    out, old_out = agent.actor(obs), old.actor(obs)
+    """The mean over a batch of states (B, obs_dim) of KL[π_old(·|s) ‖ π_θ(·|s)], in closed form:
+    a scalar, 0 at θ = θ_old. `old` is a copy of the agent at θ_old. Its weights never change."""
+    out, old_out = agent.actor(obs), old.actor(obs)  # the Gaussians' means μ(s), or the logits z
     if agent.continuous:
         logstd, old_logstd = agent.actor_logstd, old.actor_logstd
         # Per action dimension j. The dimensions are independent, so the KLs add up:
@@ -273,33 +212,19 @@ def flat_grad(output, params, **kwargs):
 
 def fisher_vector_product(kl, params, damping):
     """The function v ↦ (H + cI)·v, with H the (n, n) Hessian of the scalar `kl` with respect to
-    θ = `params` (n weights in all), never formed.
-
-    The gradient ∇_θ KL is taken with create_graph=True, so that it can be differentiated again.
-    The gradient of the scalar ∇KL·v is then H·v. OpenAI Baselines' and Spinning Up's TRPO
-    compute the product by this double backprop, each at about the cost of one more backward
-    pass. Schulman et al. (2015, appendix C) compute it analytically instead, through the
-    Jacobian of the distribution's parameters. For the mean KL at θ_old, this Hessian is the
-    Fisher information matrix of π_θ, averaged over the states. The damping c keeps H + cI well
-    conditioned for conjugate gradient, because H, estimated from one batch, can be near singular.
-    """
-    kl_grad = flat_grad(kl, params, create_graph=True)  # (n,), 0 at θ_old
+    θ = `params` (n weights in all), never formed. At θ_old, H is the Fisher information matrix."""
+    kl_grad = flat_grad(kl, params, create_graph=True)  # (n,), 0 at θ_old, differentiable again
     # math: H v = \nabla_\theta \big( (\nabla_\theta \overline{\mathrm{KL}})^\top v \big)
     return lambda v: flat_grad(kl_grad @ v, params, retain_graph=True) + damping * v
 
 
 def conjugate_gradient(matrix_vector_product, b, iters):
     """Solve A x = b for a symmetric positive-definite A known only through A·v, by at most
-    `iters` conjugate-gradient steps from x = 0. Step k gives the x that minimises the error in
-    the A-norm, (x − A⁻¹b)ᵀA(x − A⁻¹b), over the Krylov subspace span{b, Ab, ..., A^{k−1}b}. The
-    subspace grows by one dimension per step. So CG is exact in n steps for an (n, n) A, up to
-    rounding, and TRPO stops after a few. It also stops once the residual is near zero, as
-    OpenAI Baselines' and SB3-contrib's TRPO do. x is then exact, and another step would divide
-    0 by 0."""
+    `iters` conjugate-gradient steps from x = 0. It also stops once the residual is near zero."""
     x, r, p = torch.zeros_like(b), b, b  # Residual r = b − A x, search direction p.
     r_dot_r = r @ r
     for _ in range(iters):
-        if r_dot_r < 1e-10:  # Their tolerance on rᵀr. b = 0 stops here at once, with x = 0.
+        if r_dot_r < 1e-10:  # x is exact: one more step would divide 0 by 0. b = 0 stops here.
             break
         Ap = matrix_vector_product(p)
         # math: \alpha = r^\top r / p^\top A p
@@ -314,11 +239,8 @@ def conjugate_gradient(matrix_vector_product, b, iters):
 
 @torch.no_grad()  # No gradient: the line search only sets θ and measures L and the KL.
 def line_search(params, full_step, acceptable, backtrack_coef, backtrack_iters):
-    """Try θ = θ_old + b^k · full_step for k = 0, 1, ..., backtrack_iters − 1, and keep the
-    first θ that `acceptable()` accepts. If none, θ stays θ_old. b = backtrack_coef, 0.8, is not
-    the β that scales full_step. Returns k, or backtrack_iters if no step was taken. The step was
-    sized on a quadratic model of the KL and a linear model of L. Far from θ_old they can be
-    wrong, so the line search measures both instead."""
+    """Try θ = θ_old + b^k · full_step, b = backtrack_coef, for k = 0, 1, ..., backtrack_iters − 1.
+    Keep the first θ that `acceptable()` accepts and return k, or else θ_old and backtrack_iters."""
     old_params = nn.utils.parameters_to_vector(params)
     for k in range(backtrack_iters):
         nn.utils.vector_to_parameters(old_params + backtrack_coef**k * full_step, params)
@@ -330,23 +252,15 @@ def line_search(params, full_step, acceptable, backtrack_coef, backtrack_iters):
 
 def trpo_step(agent, params, obs, actions, advantages, args):
     """One trust-region update, in place, of the policy's weights θ = `params` on a batch of B
-    steps: obs (B, obs_dim), actions (B, ...), advantages (B,). Returns its diagnostics.
-
-    Maximise L(θ) subject to mean KL[π_θ_old ‖ π_θ] ≤ δ (Schulman et al. 2015, eq. 14). Take L
-    to first order and the KL to second order around θ_old. The solution is then the natural
-    gradient H⁻¹g, scaled to the edge of the region. Here it is computed damped, (H + cI)⁻¹g.
-    The line search then checks it.
-    """
+    steps: obs (B, obs_dim), actions (B, ...), advantages (B,). Returns its diagnostics."""
     _, logprob, entropy = agent.get_action(obs, actions)
     old_logprob = logprob.detach()
     old = copy.deepcopy(agent)  # π_θ_old, fixed for this update
     objective = surrogate(logprob, old_logprob, advantages)  # L(θ_old)
     g = flat_grad(objective, params)  # (n,): vpg.py's policy gradient
     fvp = fisher_vector_product(mean_kl(agent, obs, old), params, args.cg_damping)  # v ↦ (H+cI)v
-    # x ≈ (H + cI)⁻¹g, the damped natural gradient. 10 iterations, as in Schulman et al. (2015).
-    x = conjugate_gradient(fvp, g, 10)
-    # The longest step along x that the quadratic model of the KL keeps inside the region. The
-    # damped (H + cI) of `fvp` stands in for H. x = 0, from a zero gradient, gives a zero step:
+    x = conjugate_gradient(fvp, g, 10)  # x ≈ (H + cI)⁻¹g, the damped natural gradient
+    # The longest step along x that the quadratic model of the KL keeps inside the region:
     # math: \tfrac12 \beta^2 x^\top(H+cI)x = \delta \iff \beta = \sqrt{2\delta / x^\top(H+cI)x}
     full_step = (2 * args.max_kl / (x @ fvp(x)).clamp_min(1e-30)) ** 0.5 * x
 
@@ -355,13 +269,8 @@ def trpo_step(agent, params, obs, actions, advantages, args):
         return (mean_kl(agent, obs, old) <= args.max_kl
                 and surrogate(new_logprob, old_logprob, advantages) > objective)
 
-    # At most 10 tries, the full step shrunk by 0.8^k for k = 0..9, as SB3-contrib and Spinning
-    # Up do.
-    backtracks = line_search(params, full_step, acceptable, 0.8, 10)
-    # The mean KL that the update reached: exact over the actions, by the closed form, and a mean
-    # over the batch's states. It is logged as losses/kl. The other scripts log an estimate from
-    # the sampled actions, under another name: losses/approx_kl.
-    kl = mean_kl(agent, obs, old).item()
+    backtracks = line_search(params, full_step, acceptable, 0.8, 10)  # 0.8^k · full_step, k = 0..9
+    kl = mean_kl(agent, obs, old).item()  # The mean KL reached, exact over the actions: losses/kl
     return {"kl": kl, "backtracks": backtracks, "entropy": entropy.mean().item(),
             "step_accepted": float(backtracks < 10)}  # 0: every try rejected, θ stayed θ_old
 
@@ -374,9 +283,7 @@ def value_loss(value, returns):
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     """Train with TRPO, log to TensorBoard, and return the loop's `state()` at the end.
-    `train(args)` is the whole algorithm. A script's tooling, after `train`, passes its own `writer`
-    (the run's folder) and a `hook`, called at the start and after each update, through which it
-    adds checkpoints, --resume and guard rails."""
+    `train(args)` is the whole algorithm. The tooling passes its own `writer` and `hook`."""
     batch_size = args.num_envs * args.num_steps
     num_iterations = args.total_timesteps // batch_size
     # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
@@ -389,16 +296,12 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
-    # The policy's weights θ, the actor and log σ, take the trust-region step (`policy_params`,
-    # below). Only the critic has an optimiser.
-    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
-    # 2022). `fused` updates all weights in one kernel.
+    # Only the critic has an optimiser. Adam's ε is 1e-5, not 1e-8, as in PPO's reference code.
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
                                     fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
-    # than in tensors. The whole rollout becomes tensors once, before GAE.
+    # NumPy arrays while the rollout runs. The whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, *action_space.shape),
@@ -412,11 +315,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
     global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
 
-    # Everything the loop needs to go on from the end of an update, by name. torch's random state
-    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. Add here and below any state you add to the
-    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
-    # without it. tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. Add here and below
+    # any state you add to the loop, such as a target network or a schedule's counter. Otherwise
+    # a resumed run goes on without it.
     def state() -> dict:
         return {"agent": agent, "vf_optimizer": vf_optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
@@ -437,7 +338,6 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
         # Collecting needs no gradient, because the update recomputes log π and V.
-        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
@@ -493,10 +393,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         b_obs, b_actions = obs.reshape(-1, obs_dim), actions.reshape(-1, *action_space.shape)
         b_values, b_returns = values.reshape(-1), returns.reshape(-1)
         b_advantages = advantages.reshape(-1)
-        # Normalised over the batch, as in Spinning Up. Dividing by the std changes nothing in
-        # the step, whose length δ sets. Subtracting the mean is a baseline. It changes this
-        # batch's estimate, its direction too, but not its expectation, since E[∇ log π] = 0.
-        # Taking the mean from the same batch adds a small bias.
+        # The batch mean is a baseline. Dividing by the std changes nothing in the step, whose
+        # length δ sets.
         b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
         # --- update: one trust-region step on θ, then vf_iters critic steps on φ ---

@@ -61,6 +61,7 @@ import tokenize
 from pathlib import Path
 
 import derivations  # docs/derivations.py: derivations.html, and the links to it beside each `# math:` line
+import notes as side_notes  # docs/notes.py: the notes of docs/notes/<script>.md, each beside the line it names
 from latex2mathml.converter import convert
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -133,6 +134,10 @@ nav.pages { display: flex; justify-content: space-between; gap: 16px; padding-to
 .section:has(> .notes:hover) > .code pre { background: #fdf8e4; }  /* the code that a note explains */
 .notes { padding: 8px 20px; min-width: 0; font: 15px/1.5 system-ui, sans-serif; }
 .notes p { margin: 6px 0; }
+/* A note from docs/notes/<script>.md: the longer teaching, set apart from the script's own comments. */
+.notes .note { border-left: 3px solid #c8d3e6; padding: 0 0 0 10px; margin: 8px 0; font-size: 14px; color: #33333d; }
+.diff .step-note { padding: 0 0 4px; } .diff .step-note .where { color: #5a5a66; font-size: 13px; margin: 8px 0 0; }
+.intro .note { border-left: 3px solid #c8d3e6; padding: 0 0 0 12px; margin: 10px 0; }
 .nowrap { white-space: nowrap; }
 .notes h3 { margin: 10px 0 4px; font-size: 16px; color: #3c3c46; }
 .notes table { border-collapse: collapse; font-size: 13.5px; width: 100%; }
@@ -572,6 +577,11 @@ def render(name: str, source: str | None = None) -> str:
         raise ValueError(f"{name}.py: {error}") from error
     if not targets:
         raise ValueError(f"{name}.py: its docstring does not open with the algorithm's numbered steps")
+    # The notes of docs/notes/<name>.md: the introduction's after the docstring, each other one
+    # beside the section that holds its line.
+    page_notes = side_notes.load(name, source)
+    intro += "".join(side_notes.html(n, prose_block, math) for n in page_notes if n.line == 0)
+    placed = {id(n) for n in page_notes if n.line == 0}
     highlighted = highlight(source, PythonLexer(), HtmlFormatter(nowrap=True)).split("\n")
     tree = ast.parse(source)
     definitions = {node.lineno: node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
@@ -618,12 +628,19 @@ def render(name: str, source: str | None = None) -> str:
             code_html = f"<pre>{code_html}</pre>"
         inner = bool(code) and not any(n in top_level for n in code[:1]) and not notes_starts_part(notes)
         anchor = f"L{code[0]}" if code else f"N{len(body)}"  # link to a section by its first line: page.html#L120
+        held = set(code) | set(range(notes_start, notes_start + len(notes)) if notes else ())
+        beside = [n for n in page_notes if n.line in held and id(n) not in placed]
+        placed |= {id(n) for n in beside}
         cell = f"{above}{notes_html(notes, name, notes_start)}{below}{flags}"
+        cell += "".join(side_notes.html(n, prose_block, math) for n in beside)
         cell += derivations.code_backlinks(name, set(code), cell)  # the equations this code computes
         body.append(f'<div class="section{" inner" if inner else ""}" id="{anchor}">'
                     f'<div class="notes">{cell}</div>'
                     f'<div class="code">{code_html}</div></div>')
     body.append('<div class="end"></div></details>')  # (the notes of the last section end inside the fold)
+    if unplaced := [n for n in page_notes if id(n) not in placed]:  # a line the page does not show
+        raise ValueError(f"docs/notes/{name}.md: the note '## {unplaced[0].anchor}' names line "
+                         f"{unplaced[0].line}, which the page does not show")
     shown = set(map(int, re.findall(r'id="line-(\d+)"', "".join(body))))
     if targets - shown:  # a line left out of the page: a docstring's, or a flag's meaning
         raise ValueError(f"{name}.py: the pseudocode links lines {sorted(targets - shown)}, which the page does not show")
@@ -906,6 +923,21 @@ def step_figure(old_name: str, new_name: str) -> str:
             "</figcaption></figure>")
 
 
+def step_notes(name: str) -> str:
+    """The notes of a sub-step file (docs/notes/steps/<name>.md), each headed by the line it names;
+    of a script, only its note on the step (`## step`): the others are on its page."""
+    lines = source_of(name).split("\n")
+    out = []
+    for note in side_notes.load(name if name in SCRIPTS else f"steps/{name}", source_of(name)):
+        if name in SCRIPTS and note.anchor != "step":
+            continue
+        where = ("the whole file" if note.line == 0 else
+                 f"line {note.line}: <code>{html.escape(lines[note.line - 1].strip())}</code>")
+        out.append(f'<div class="notes step-note"><p class="where">Note on {where}</p>'
+                   f"{side_notes.html(note, prose_block, math)}</div>")
+    return "".join(out)
+
+
 def step_page(old_name: str, new_name: str) -> str:
     hops = course(old_name, new_name)
     sections, items = [], []
@@ -919,7 +951,7 @@ def step_page(old_name: str, new_name: str) -> str:
                         f'<p class="count">{counted(code, comments)}, in the algorithm (above the tooling '
                         f"banner; blank lines count in neither, and a change that only re-wraps a comment counts "
                         f"none)</p>"
-                        f"{step_text(paragraph)}"
+                        f"{step_text(paragraph)}{step_notes(b)}"
                         + ("".join(blocks) or "<p>No difference.</p>"))
     rest, *_ = changed_blocks(old_name, new_name, "tooling")
     if len(hops) > 1:
@@ -974,8 +1006,9 @@ the clipped surrogate, then the pieces. Beside each equation that a script compu
 compute it. Each section of a script page that computes an equation links back to it.</p>
 <p>Read the scripts in this order. Between two, a step page shows what changes from one to the next. Where
 that is more than one idea, it goes in steps through files in <code>steps/</code>. Each is the algorithm alone,
-and each runs and learns. Each step brings one idea, but for two, and their pages say so. Those two bring
-the details of a list: PPO's reference code, and CleanRL's MuJoCo defaults.</p>
+and each runs and learns. Each step brings one idea, but for three, and their pages say so. Two bring the
+details of a list: PPO's reference code, and CleanRL's MuJoCo defaults. The branch to the recurrent PPO brings
+memory, three pieces of the continuous PPO, RL Zoo's network and RL Zoo's defaults.</p>
 <ul>
 {nl.join(items)}
 </ul>

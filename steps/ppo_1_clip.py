@@ -5,12 +5,6 @@
     tensorboard --logdir runs
 
 A file of the course's steps (docs/trpo-to-ppo_discrete.html, docs/vpg-to-ppo_discrete.html).
-It is vpg.py's algorithm with its policy update replaced by the clipped surrogate of Schulman,
-Wolski, Dhariwal, Radford and Klimov (2017, arXiv:1707.06347). The surrogate is optimised as
-OpenAI's Spinning Up does: full-batch Adam steps on the policy, stopped early by the KL. The
-critic, the rollout and the advantages are vpg.py's. The rollout also stores log π_θ_old(a|s).
-ppo_discrete.py then adds the details of PPO's reference code. Comments that name the tooling
-(evaluation, input checks, checkpoints) speak of the scripts, whose tooling this file leaves out.
 
 What changes from vpg.py, one idea: many policy steps per batch on a clipped surrogate. VPG's
 estimate of the gradient holds only at the policy that collected the batch, so VPG takes one step
@@ -31,10 +25,7 @@ Adam again: `--learning-rate` 3e-4, up to `--update-epochs` 80 steps, and `--cli
 logs show the surrogate's loss and the k3 KL in place of the line search's statistics. trpo.py
 logged its exact KL as `kl`. Here `kl` goes, and `approx_kl` holds the k3 estimate again, as in
 vpg.py. The critic, the rollout and the advantages are otherwise TRPO's,
-which are vpg.py's.
-
-Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
-"""
+which are vpg.py's."""
 
 import functools
 import math
@@ -60,21 +51,21 @@ class Args:
     total_timesteps: int = 500_000
     """environment steps to train for, summed over all envs"""
     learning_rate: float = 3e-4
-    """Adam step size α of the policy (Spinning Up's pi_lr): many steps per batch, so small ones"""
+    """Adam step size α of the policy"""
     update_epochs: int = 80
-    """K, full-batch Adam steps on the policy per batch, at most (Spinning Up's train_pi_iters)"""
+    """K, full-batch Adam steps on the policy per batch, at most"""
     clip_coef: float = 0.2
     """ε of the clipped surrogate objective; typical 0.1 to 0.3"""
     target_kl: float | None = 0.015
-    """stop an update's policy steps once the k3 KL exceeds it (Spinning Up: 1.5 × 0.01, on k1)"""
+    """stop an update's policy steps once the k3 KL exceeds it"""
     vf_learning_rate: float = 1e-3
-    """Adam step size of the critic (Spinning Up's vf_lr)"""
+    """Adam step size of the critic"""
     vf_iters: int = 80
-    """full-batch gradient steps on the critic per batch (Spinning Up's train_v_iters)"""
+    """full-batch gradient steps on the critic per batch"""
     num_envs: int = 4
     """N, environments stepped in parallel (one synchronous vector env)"""
     num_steps: int = 1000
-    """T, steps per environment in each batch; batch size = N·T (Spinning Up: 4000 per epoch)"""
+    """T, steps per environment in each batch; batch size = N·T"""
     gamma: float = 0.99
     """discount factor γ in [0, 1]"""
     gae_lambda: float = 0.97
@@ -89,32 +80,21 @@ class Args:
     """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
 
 
-
 def make_env(env_id: str, **kwargs) -> gym.Env:
-    """The one place where an environment is made: training, evaluation and the input checks
-    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
-    (docs/own-env.md). Evaluation passes render_mode for videos."""
+    """The one place where an environment is made: training, evaluation and the checks call it."""
     return gym.make(env_id, **kwargs)
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
-    # The step that ends an episode already returns the first observation of the next one.
-    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
-    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
-    # mode would spend one action per episode on a reset.
+    # SAME_STEP autoreset: the step that ends an episode already returns the first observation of
+    # the next one. The real last observation is in infos["final_obs"].
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    # Adds infos["episode"] (return and length) at each episode's end, for the logs.
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
-    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
-    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
-    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
-    # V takes 1.
+    # Orthogonal weights, zero biases (core detail 2). A 0.01 policy head starts its outputs near 0.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -130,50 +110,40 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 
 class Agent(nn.Module):
     """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
-    units (64 by default). The actor's output is the logits of a Categorical (Discrete actions)
-    or the mean of a diagonal Gaussian (Box actions), whose log-std is a learned vector that
-    does not depend on the state."""
+    units. The actor's output is the logits of a Categorical (Discrete actions) or the mean of a
+    diagonal Gaussian (Box actions), whose log-std is a learned vector independent of the state."""
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head. Box actions get a
-        # Gaussian, and Discrete ones a Categorical.
+        # The one place where the action space decides the policy head.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG. Most MuJoCo envs
-            # bound actions to [−1, 1], and Humanoid to ±0.4. With σ ≈ 0.61, about a tenth of the
-            # first action components fall outside [−1, 1] and reach the env clipped. With σ = 1,
-            # a third would. For a whole 6-dimensional action, as HalfCheetah's, some component
-            # falls outside 47% of the time, and 90% with σ = 1.
+            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,), and the memory the next call takes.
-        The greedy action is the most likely one for Discrete actions. For Box actions it is the
-        mean μ_θ(s), not yet clipped to the bounds. This policy has no memory, so it returns none.
-        Evaluation acts through this method alone. The rest of the tooling uses only the
-        constructor and nn.Module's own methods, never the layers."""
+        """The greedy action for one observation (obs_dim,): the most likely one (Discrete), or
+        the mean μ_θ(s), not yet clipped to the bounds (Box). This policy has no memory, so the
+        memory it returns for the next call is none. Evaluation acts through this method alone."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions are written out, so that their formulas are on the page. Tests
-        # compare them with torch.distributions, so log σ is computed as log(σ), as it does.
+        # Both distributions are written out, so that their formulas are on the page.
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product. So log-probs add
-            # up over the last axis, and so do the entropies.
+            # Independent action dimensions: log-probs add up over the last axis, as do entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -196,20 +166,11 @@ class Agent(nn.Module):
 
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
-
     All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
-    observation that really followed step t. On a time-limit truncation, that is the episode's
-    final observation, not the reset observation the vector env returned.
+    observation that really followed step t. Returns (advantages, returns), both (T, N).
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
-        A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
-
-    A terminated step has no future, so it does not bootstrap. A truncated step was cut by a time
-    limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
-    2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
-    ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N). returns = A + V: with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
-    """
+        A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0"""
     # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
@@ -222,20 +183,9 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 
 def surrogate(ratio, advantages, clip_coef):
-    """The clipped surrogate objective L^CLIP(θ) on a batch of B steps, to maximise (Schulman et
-    al. 2017, eq. 7). Inputs have shape (B,). `ratio` holds r_t(θ), defined below.
-
-    The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
-    r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
-    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t), so the gradient g of L is vpg.py's
-    policy gradient. Away from θ_old, L estimates the improvement only while the policy stays
-    close, because the states still come from π_θ_old. TRPO bounds the step. PPO instead takes
-    the minimum with a clipped ratio, a pessimistic bound on r_t Â_t. A change of r_t beyond
-    1 ± ε counts when it lowers the objective, and not when it raises it.
-    """
+    """The clipped surrogate L^CLIP(θ) on B steps, to maximise (Schulman et al. 2017, eq. 7)."""
     # A sample gives no gradient only where the clipped term is the smaller one. That is where
     # Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε: the steps already moved it far enough its way.
-    # Where r left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
     # math: L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)
     # math: \bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -249,10 +199,7 @@ def value_loss(value, returns):
 
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
-    """Train with PPO-clip, log to TensorBoard, and return the loop's `state()` at the end.
-    `train(args)` is the whole algorithm. A script's tooling, after `train`, passes its own `writer`
-    (the run's folder) and a `hook`, called at the start and after each update, through which it
-    adds checkpoints, --resume and guard rails."""
+    """Train with PPO-clip, log to TensorBoard, and return the loop's `state()` at the end."""
     batch_size = args.num_envs * args.num_steps
     num_iterations = args.total_timesteps // batch_size
     # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
@@ -265,23 +212,18 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
-    # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
-    # step counts.
-    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
-    # 2022). `fused` updates all weights in one kernel.
+    # Two optimisers, as in Spinning Up: actor and critic have their own step sizes and counts.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
     pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
                                     fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
-    # than in tensors. The whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, *action_space.shape),
                           dtype=np.float32 if agent.continuous else np.int64)
-    # final_values: V(final obs) at the steps where an episode was truncated
     logprobs_np, values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
         np.zeros(shape, dtype=np.float32) for _ in range(6))
 
@@ -290,11 +232,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
     global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
 
-    # Everything the loop needs to go on from the end of an update, by name. torch's random state
-    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. Add here and below any state you add to the
-    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
-    # without it. tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. Add here and below
+    # any state you add to the loop, such as a target network or a schedule's counter.
     def state() -> dict:
         return {"agent": agent, "pi_optimizer": pi_optimizer, "vf_optimizer": vf_optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
@@ -312,9 +251,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient, because the update recomputes log π and V.
-        # Inference mode is torch's no-gradient mode with the least bookkeeping.
-        with torch.inference_mode():
+        with torch.inference_mode():  # No gradient: the update recomputes log π and V.
             for step in range(args.num_steps):
                 global_step += args.num_envs
                 obs_np[step] = next_obs_np
@@ -372,9 +309,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         b_advantages = advantages.reshape(-1)
         b_logprobs = logprobs.reshape(-1)
         # Normalised over the batch, as in Spinning Up. Dividing by the std only rescales the
-        # step. Subtracting the mean is a baseline. It changes this batch's estimate, its
-        # direction too, but not its expectation, since E[∇ log π] = 0. Taking the mean from the
-        # same batch adds a small bias.
+        # step. Subtracting the mean is a baseline.
         b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
         # --- update: up to K policy steps on the clipped surrogate, then vf_iters critic steps ---
@@ -385,8 +320,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, at the first step.
             # Early stop. The clip removes the incentive to move r beyond 1 ± ε, but it does not
             # bound r. So the steps end once the k3 estimate of KL[π_old ‖ π_θ] shows the policy
-            # far from π_old. It is checked before each step, as in Spinning Up's PPO. Spinning Up
-            # uses the k1 estimate, the mean of log π_old − log π_θ, and stops at 1.5 × target_kl.
+            # far from π_old.
             kl = ((ratio - 1) - logratio).mean()
             if args.target_kl is not None and kl > args.target_kl:
                 break
@@ -402,7 +336,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             vf_optimizer.step()
             v_losses.append(v_loss.detach())
         # How far the update moved the policy: the k3 estimate of KL[π_old ‖ π_θ], with
-        # r = π_θ / π_old (J. Schulman, "Approximating KL divergence", 2020).
+        # r = π_θ / π_old.
         # math: k_3 = \mathbb{E}_t[(r_t - 1) - \log r_t]
         with torch.no_grad():
             _, new_logprob, _ = agent.get_action(b_obs, b_actions)

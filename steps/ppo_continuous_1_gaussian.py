@@ -3,13 +3,9 @@
     python steps/ppo_continuous_1_gaussian.py           # Pendulum-v1, 500k steps
     tensorboard --logdir runs
 
-A file of the course's steps (docs/ppo_discrete-to-ppo_continuous.html): ppo_discrete.py's
-algorithm for `Box` actions. steps/ppo_continuous_1b_reward_scaling.py then scales rewards,
-steps/ppo_continuous_2_norm.py normalises observations, and ppo_continuous.py takes CleanRL's
-defaults for MuJoCo. Comments that name the tooling (evaluation, input checks, checkpoints) speak
-of the scripts, whose tooling this file leaves out. With ppo_discrete.py's defaults it barely
-learns Pendulum-v1. With the flags rl-baselines3-zoo gives PPO there, as tests/test_steps.py runs
-it, it does:
+A file of the course's steps (docs/ppo_discrete-to-ppo_continuous.html). With ppo_discrete.py's
+defaults it barely learns Pendulum-v1. With the flags rl-baselines3-zoo gives PPO there, as
+tests/test_steps.py runs it, it does:
 
     python steps/ppo_continuous_1_gaussian.py --gamma 0.9 --learning-rate 1e-3 --num-steps 1024 \
         --update-epochs 10 --num-minibatches 64 --ent-coef 0 --total-timesteps 300000
@@ -18,16 +14,8 @@ What changes from ppo_discrete.py, one idea: a Gaussian policy for Box actions. 
 is the mean μ_θ(s) of a diagonal Gaussian, and log σ is a learned vector, the same in every state
 (`Agent`). log π(a|s) sums one normal log-density per action dimension. The sampled action is
 clipped to the env's bounds for the env but stored unclipped, since its density is the one the
-ratio needs. The head comes back. vpg.py, trpo.py and steps/ppo_1_clip.py had it beside the
-Categorical one, and ppo_discrete.py dropped it, since it takes Discrete actions alone, as
-CleanRL's `ppo.py` does. It comes back with one difference: log σ starts at 0 (σ = 1), not at
-−0.5 (σ ≈ 0.61). The start −0.5 is Spinning Up's, which vpg.py and trpo.py follow. The start 0 is
-that of PPO's reference code and of CleanRL's `ppo_continuous_action.py`, the code that
-ppo_continuous.py is run beside in benchmarks/. The defaults stay ppo_discrete.py's, but for the
-env: Pendulum-v1.
-
-Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
-"""
+ratio needs. log σ starts at 0 (σ = 1). The defaults stay ppo_discrete.py's, but for the env:
+Pendulum-v1."""
 
 import functools
 import math
@@ -94,32 +82,21 @@ class Args:
     """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
 
 
-
 def make_env(env_id: str, **kwargs) -> gym.Env:
-    """The one place where an environment is made: training, evaluation and the input checks
-    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
-    (docs/own-env.md). Evaluation passes render_mode for videos."""
+    """The one place where an environment is made: training, evaluation and the checks call it."""
     return gym.make(env_id, **kwargs)
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
-    # The step that ends an episode already returns the first observation of the next one.
-    # The real last observation is in infos["final_obs"]. So every stored transition is real, and
-    # the final observation is at hand to bootstrap a truncated episode. The default NEXT_STEP
-    # mode would spend one action per episode on a reset.
+    # SAME_STEP autoreset: the step that ends an episode already returns the first observation of
+    # the next one. The real last observation is in infos["final_obs"].
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    # Adds infos["episode"] (return and length) at each episode's end, for the logs.
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
-    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
-    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
-    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
-    # V takes 1.
+    # Orthogonal weights, zero biases (core detail 2). A 0.01 policy head starts the mean near 0.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -134,43 +111,32 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 
 
 class Agent(nn.Module):
-    """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
-    units (64 by default). The actor outputs the mean μ_θ(s) of a diagonal Gaussian of covariance
-    diag σ². Its log σ is one learned parameter per action dimension, the same in every state
-    (continuous details 1-3). Separate networks, not a shared trunk (continuous detail 4)."""
+    """Actor π_θ(a|s) and critic V_φ(s). The actor's output is the mean μ_θ(s) of a diagonal
+    Gaussian. Its log σ is one learned parameter per action dimension, the same in every state."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64):
         super().__init__()
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
-        # log σ = 0, σ = 1 at the start, as in CleanRL and PPO's reference code. vpg.py takes
-        # Spinning Up's σ ≈ 0.61. About a third of the first action components fall outside
-        # [−1, 1], the bounds of most MuJoCo envs (Humanoid's: ±0.4), and reach the env clipped.
-        # For a whole 6-dimensional action, as HalfCheetah's, some component does 90% of the time.
+        # log σ = 0, σ = 1 at the start, as in CleanRL and PPO's reference code.
         self.actor_logstd = nn.Parameter(torch.zeros(act_dim))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
     def greedy_action(self, obs, memory=None):
-        """The mean μ_θ(s) for one observation (obs_dim,), not yet clipped to the bounds, and the
-        memory the next call takes (none: this policy has no memory). Evaluation acts through
-        this method alone, and the rest of the tooling uses only the constructor and nn.Module's
-        own methods, never the layers."""
+        """The mean μ_θ(s) for an observation (obs_dim,), not yet clipped to the bounds, and no
+        memory for the next call."""
         x = torch.as_tensor(obs, dtype=torch.float32)
         return self.actor(x).detach().numpy(), None
 
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
-        """obs (B, obs_dim) -> action (B, act_dim), log π(a|s) (B,), entropy (B,), V(s) (B,).
-        Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # The Gaussian is written out, so that its formulas are on the page. Tests compare it with
-        # torch.distributions.Normal, so log σ is computed as log(σ), as it does.
+        """obs (B, obs_dim) -> action (B, act_dim), log π(a|s) (B,), entropy (B,), V(s) (B,)."""
         mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
         std = self.actor_logstd.expand_as(mean).exp()  # σ, (B, act_dim): state-independent
-        if action is None:
+        if action is None:  # Sampled, unless the update re-evaluates stored actions.
             action = torch.normal(mean, std)
-        # The action dimensions are independent, so the density is a product. So log-probs add
-        # up over the last axis, and so do the entropies.
+        # Independent action dimensions: log-probs add up over the last axis, as do entropies.
         # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
         # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
         log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -183,20 +149,11 @@ class Agent(nn.Module):
 
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
-
     All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
-    observation that really followed step t. On a time-limit truncation, that is the episode's
-    final observation, not the reset observation the vector env returned.
+    observation that really followed step t. Returns (advantages, returns), both (T, N).
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
-        A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
-
-    A terminated step has no future, so it does not bootstrap. A truncated step was cut by a time
-    limit the agent cannot see, so its future is estimated by V(final observation) (Pardo et al.
-    2018). Either way the recursion stops: A_{t+1} belongs to the next episode. A rollout that
-    ends mid-episode bootstraps from V(s_T) through δ_{T-1}. Returns (advantages, returns), both
-    (T, N). returns = A + V: with λ = 1, the discounted rewards-to-go, bootstrapped at a cut.
-    """
+        A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0"""
     # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
@@ -209,20 +166,9 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 
 def surrogate(ratio, advantages, clip_coef):
-    """The clipped surrogate objective L^CLIP(θ) on a batch of B steps, to maximise (Schulman et
-    al. 2017, eq. 7). Inputs have shape (B,). `ratio` holds r_t(θ), defined below.
-
-    The samples were drawn by π_θ_old, so each advantage is weighted by the probability ratio
-    r_t(θ) = π_θ(a_t|s_t) / π_θ_old(a_t|s_t), an importance weight (Schulman et al. 2015, eq.
-    14). At θ = θ_old, ∇_θ r_t = ∇_θ log π_θ(a_t|s_t), so the gradient g of L is vpg.py's
-    policy gradient. Away from θ_old, L estimates the improvement only while the policy stays
-    close, because the states still come from π_θ_old. TRPO bounds the step. PPO instead takes
-    the minimum with a clipped ratio, a pessimistic bound on r_t Â_t. A change of r_t beyond
-    1 ± ε counts when it lowers the objective, and not when it raises it.
-    """
+    """The clipped surrogate L^CLIP(θ) on B steps, to maximise (Schulman et al. 2017, eq. 7)."""
     # A sample gives no gradient only where the clipped term is the smaller one. That is where
     # Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε: the steps already moved it far enough its way.
-    # Where r left [1 − ε, 1 + ε] the other way, the unclipped term is the minimum and pulls r back.
     # math: L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)
     # math: \bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -231,18 +177,12 @@ def surrogate(ratio, advantages, clip_coef):
 
 def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns, entropy,
              clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
-    """The PPO objective on a minibatch of B steps as one loss for actor and critic, to minimise
-    (Schulman et al. 2017, eq. 9), with an entropy bonus that keeps the policy exploring. Inputs
-    have shape (B,). Returns the scalar loss and a dict of detached diagnostics."""
+    """The PPO loss of actor and critic on B steps, to minimise (Schulman et al. 2017, eq. 9)."""
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
     ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
     pg_loss = -surrogate(ratio, advantages, clip_coef)
-    # Value loss. The paper squares V_θ(s_t) − R_t. PPO's reference code (openai/baselines ppo2)
-    # also clips V's change around the rollout's V_old (core detail 9). ε has no units in the ratio.
-    # Here it is in units of return, and ppo_discrete.py leaves CartPole's returns unscaled.
-    # Engstrom et al. (2020) saw no gain from this clip. Andrychowicz et al. (2021) saw it hurt.
-    # --no-clip-vloss turns it off, and benchmarks/ABLATIONS.md compares the two.
+    # Value loss, with ppo2's clip of V's change around V_old (core detail 9).
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
     # math: L^{V}(\theta) = \tfrac12 \mathbb{E}_t[\max((V_\theta(s_t) - R_t)^2, (V^{clip} - R_t)^2)]
     v_loss_unclipped = (new_value - returns) ** 2
@@ -255,8 +195,7 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     entropy_loss = entropy.mean()
     loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss
     with torch.no_grad():
-        # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old (J. Schulman, "Approximating KL
-        # divergence", 2020). k1 is unbiased but noisy and can be negative. k3 is unbiased and ≥ 0.
+        # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old. k3 is unbiased and ≥ 0.
         # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
         # clipfrac is the share of samples with |r − 1| > ε. Some of them still give a gradient.
         stats = {
@@ -268,10 +207,7 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
 
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
-    """Train with PPO, log to TensorBoard, and return the loop's `state()` at the end. `train(args)`
-    is the whole algorithm. A script's tooling, after `train`, passes its own `writer` (the run's
-    folder) and a `hook`, called at the start and after each update, through which it adds
-    checkpoints, --resume and guard rails."""
+    """Train with PPO, log to TensorBoard, and return the loop's `state()` at the end."""
     batch_size = args.num_envs * args.num_steps
     minibatch_size = batch_size // args.num_minibatches
     num_iterations = args.total_timesteps // batch_size
@@ -286,18 +222,13 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     act_dim = action_space.shape[0]
     agent = Agent(obs_dim, act_dim, args.hidden_size).to(device)
-    # One optimiser for the actor and the critic, which share one loss.
-    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
-    # 2022). `fused` updates all weights in one kernel.
+    # One optimiser for the actor and the critic. Adam's ε is 1e-5, not 1e-8 (core detail 3).
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
-    # than in tensors. The whole rollout becomes tensors once, before GAE.
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, act_dim), dtype=np.float32)
-    # final_values: V(final obs) at the steps where an episode was truncated
     logprobs_np, values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
         np.zeros(shape, dtype=np.float32) for _ in range(6))
 
@@ -306,11 +237,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
     global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
 
-    # Everything the loop needs to go on from the end of an update, by name. torch's random state
-    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. Add here and below any state you add to the
-    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
-    # without it. tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. Add here and below
+    # any state you add to the loop, such as a target network or a schedule's counter.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
@@ -332,9 +260,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient, because the update recomputes log π and V.
-        # Inference mode is torch's no-gradient mode with the least bookkeeping.
-        with torch.inference_mode():
+        with torch.inference_mode():  # No gradient: the update recomputes log π and V.
             for step in range(args.num_steps):
                 global_step += args.num_envs
                 obs_np[step] = next_obs_np
@@ -343,8 +269,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 action_np = action.cpu().numpy()
                 actions_np[step], logprobs_np[step], values_np[step] = (
                     action_np, logprob.cpu().numpy(), value.cpu().numpy())
-                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
-                # keeps the sample itself, whose density is log π(a|s) (continuous detail 5).
+                # The env gets the action clipped to its bounds. The batch keeps the sample itself,
+                # whose density is log π(a|s) (continuous detail 5).
                 env_action = np.clip(action_np, action_space.low, action_space.high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
                 rewards_np[step] = reward
@@ -396,14 +322,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 _, new_logprob, entropy, new_value = agent.get_action_and_value(b_obs[mb_inds],
                                                                                 b_actions[mb_inds])
                 mb_advantages = b_advantages[mb_inds]
-                # Normalised per minibatch (core detail 7). For the unclipped term r·Â, the mean is
-                # a baseline: E_{a~π_old}[∇r] = ∇ Σ_a π_θ(a|s) = 0, so the expected gradient stays.
-                # In the clipped loss it does more. Shifting Â changes which samples are clipped, so
-                # after the first minibatch it changes the expected update. Dividing by the std
-                # scales the policy term alone. Actor and critic are separate networks, so the
-                # critic's gradient does not change. But the policy term's weight against the
-                # entropy bonus, also on the actor, changes. So does the norm the shared clip sees,
-                # and when it clips, its one factor rescales the critic's gradient too.
+                # Normalised per minibatch (core detail 7).
                 if args.norm_adv:
                     mb_advantages = ((mb_advantages - mb_advantages.mean())
                                      / (mb_advantages.std() + 1e-8))
@@ -416,9 +335,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 optimizer.step()
                 epoch_stats.append(stats)
             update_stats += epoch_stats
-            # Early stop: the policy has already moved far from π_old. Spinning Up's PPO checks the
-            # KL after every step, against 1.5 × target. CleanRL checks once per epoch, the KL of
-            # the epoch's last minibatch. We check once per epoch too, on the mean over the epoch.
+            # Early stop: the policy has already moved far from π_old.
             epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()
             if args.target_kl is not None and epoch_kl > args.target_kl:
                 break

@@ -1,10 +1,6 @@
 """REINFORCE with a learned baseline: sub-step 1 of 5 from reinforce.py to vpg.py.
 
-The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into five
-sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_2b_truncation.py,
-vpg_3_gae.py, and vpg.py itself. Each file is the training algorithm only: the part of
-reinforce.py and vpg.py above their tooling. It has no input checks, evaluation or checkpoints.
-Its comments that name the tooling speak of the scripts. It runs with
+Each file in steps/ is the training algorithm only. It runs with
 `python steps/vpg_1_baseline.py`.
 
 What changes from reinforce.py, one idea: a learned baseline. REINFORCE weights each
@@ -16,19 +12,10 @@ depends on the state alone leaves the expected gradient unchanged, because for e
     E_{a∼π}[∇_θ log π_θ(a|s) b(s)] = b(s) Σ_a ∇_θ π_θ(a|s) = b(s) ∇_θ Σ_a π_θ(a|s) = b(s) ∇_θ 1 = 0.
 
 The critic's V(s_t) ≈ E[G_t | s_t] takes out of each weight the part of the return that the state
-alone predicts. That usually lowers the variance a lot. V is not quite the baseline of least
-variance, which weights the returns by |∇ log π|², but it is the usual choice. V comes from the
-critic as it was before this batch, so it does not depend on the batch's actions. Two names
-change, because what they hold changes. The loss's weights are now Â_t, not G_t, so
-`reinforce_loss` takes `advantages`, and `--norm-returns` becomes `--norm-adv`. The loss keeps its
-name. Williams's REINFORCE already allows a baseline, and Sutton & Barto (2018, §13.4) call this
-REINFORCE with baseline. The rest stays reinforce.py's: batches of complete episodes, a time-limit
-cut taken as the episode's end, and no normalisation by default. The baseline is thus the only
-change to the algorithm. On CartPole-v1 its effect is small: at the tests' budget (150k steps,
-seed 1) reinforce.py reaches 379 and this file 384.
-
-
-Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
+alone predicts. That usually lowers the variance a lot. V comes from the critic as it was before
+this batch, so it does not depend on the batch's actions. The rest stays reinforce.py's: batches
+of complete episodes, a time-limit cut taken as the episode's end, and no normalisation by
+default. The baseline is thus the only change to the algorithm.
 """
 
 import functools
@@ -55,11 +42,11 @@ class Args:
     total_timesteps: int = 500_000
     """environment steps to train for, summed over all envs"""
     learning_rate: float = 3e-3
-    """Adam step size α of the policy, reinforce.py's (Spinning Up's pi_lr is 3e-4)"""
+    """Adam step size α of the policy"""
     vf_learning_rate: float = 1e-3
-    """Adam step size of the critic (Spinning Up's vf_lr)"""
+    """Adam step size of the critic"""
     vf_iters: int = 80
-    """full-batch gradient steps on the critic per batch (Spinning Up's train_v_iters)"""
+    """full-batch gradient steps on the critic per batch"""
     num_envs: int = 4
     """N, environments stepped in parallel (one synchronous vector env)"""
     batch_size: int = 5000
@@ -78,30 +65,23 @@ class Args:
     """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
 
 
-
 def make_env(env_id: str, **kwargs) -> gym.Env:
     """The one place where an environment is made: training, evaluation and the input checks
-    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
-    (docs/own-env.md). Evaluation passes render_mode for videos."""
+    all call it. A wrapper or keyword argument added here applies everywhere (docs/own-env.md)."""
     return gym.make(env_id, **kwargs)
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
     # The step that ends an episode already returns the first observation of the next one.
     # So no action is spent on a reset, and every step in the batch is a real transition.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    # Adds infos["episode"] (return and length) at each episode's end, for the logs.
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)  # infos["episode"], for the logs
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
-    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
-    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
-    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
-    # V takes 1.
+    # Orthogonal weights scaled by `std`, and zero biases.
+    # The policy head takes 0.01, so that its first outputs are near 0. V takes 1.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -117,50 +97,40 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 
 class Agent(nn.Module):
     """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
-    units (64 by default). The actor's output is the logits of a Categorical (Discrete actions)
-    or the mean of a diagonal Gaussian (Box actions), whose log-std is a learned vector that
-    does not depend on the state."""
+    units. The actor's output is the logits of a Categorical (Discrete actions) or the mean of a
+    diagonal Gaussian (Box actions), whose log-std is a learned vector independent of the state."""
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head. Box actions get a
-        # Gaussian, and Discrete ones a Categorical.
+        # The one place where the action space decides the policy head.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG. Most MuJoCo envs
-            # bound actions to [−1, 1], and Humanoid to ±0.4. With σ ≈ 0.61, about a tenth of the
-            # first action components fall outside [−1, 1] and reach the env clipped. With σ = 1,
-            # a third would. For a whole 6-dimensional action, as HalfCheetah's, some component
-            # falls outside 47% of the time, and 90% with σ = 1.
+            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,), and the memory the next call takes.
-        The greedy action is the most likely one for Discrete actions. For Box actions it is the
-        mean μ_θ(s), not yet clipped to the bounds. This policy has no memory, so it returns none.
-        Evaluation acts through this method alone. The rest of the tooling uses only the
-        constructor and nn.Module's own methods, never the layers."""
+        """The greedy action for one observation (obs_dim,): the most likely one (Discrete), or
+        the mean μ_θ(s), not yet clipped to the bounds (Box). This policy has no memory, so the
+        memory it returns for the next call is none. Evaluation acts through this method alone."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions are written out, so that their formulas are on the page. Tests
-        # compare them with torch.distributions, so log σ is computed as log(σ), as it does.
+        # Both distributions are written out, so that their formulas are on the page.
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product. So log-probs add
-            # up over the last axis, and so do the entropies.
+            # Independent action dimensions: log-probs add up over the last axis, as do entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -182,15 +152,11 @@ class Agent(nn.Module):
 
 
 def compute_returns(rewards, dones, gamma: float):
-    """Discounted rewards-to-go of every step of a rollout, each within its own episode.
-
-    Both rewards and dones have shape (T, N), time-major, or (T,) for one env. dones[t] = 1 at the
-    last step of each episode. The sum stops at the episode's end and never crosses into the next:
+    """Discounted rewards-to-go of every step of a rollout, each within its own episode. Both
+    rewards and dones have shape (T, N), time-major, or (T,) for one env. dones[t] = 1 at the last
+    step of each episode. The sum stops at the episode's end and never crosses into the next:
 
         G_t = r_t + γ (1 − done_t) G_{t+1}   =   Σ_{l ≥ 0, within the episode} γ^l r_{t+l}
-
-    Only rewards from t on appear. An action cannot change the rewards that came before it, so
-    dropping them leaves the gradient's expectation unchanged and usually lowers its variance.
     """
     returns = torch.zeros_like(rewards)
     next_return = torch.zeros_like(rewards[0])  # G_{t+1}, shape (N,)
@@ -201,24 +167,13 @@ def compute_returns(rewards, dones, gamma: float):
 
 
 def reinforce_loss(logprob, advantages):
-    """The REINFORCE surrogate on a batch, as a loss to minimise. Inputs have shape (B,).
-
-    Its gradient is minus the policy-gradient estimate, rescaled (Williams 1992). Descending it
-    raises the log-probability of each action in proportion to its advantage Â_t: the return
-    that followed, less the baseline. Its value is no measure of how well the policy performs:
-    judge a run by its returns.
-    """
+    """The REINFORCE surrogate on a batch, as a loss to minimise. Inputs have shape (B,). Its
+    value is no measure of how well the policy performs: judge a run by its returns."""
     # The estimate ĝ of ∇J from the batch's episodes τ ∈ D (Williams 1992, rewards-to-go form,
     # less the baseline):
     # math: \hat g = \frac{1}{|D|} \sum_\tau \sum_t \nabla_\theta \log \pi_\theta(a_t|s_t) \hat A_t
-    # Sutton & Barto (§13.3) also weight step t by γ^t, which makes ĝ the gradient of the
-    # discounted return from the first state. Like most implementations, Spinning Up's too, this
-    # file leaves γ^t out, so a late step counts as much as an early one.
-    # The loss averages over the B steps instead of the |D| episodes. That rescales each batch's
-    # gradient by |D|/B, one over the batch's mean episode length. Its direction stays, but the
-    # scale is no constant. On CartPole, as episodes grow from about 20 steps to 500, it falls
-    # about 25×. Adam's step is blind only to a constant scale of the gradient, so this acts as
-    # a hidden decay of the step size.
+    # No γ^t weight on step t, unlike Sutton & Barto (§13.3): a late step counts as much.
+    # The mean over B steps, not |D| episodes, rescales ĝ by |D|/B, which falls as episodes grow.
     # math: L(\theta) = -\frac{1}{B}\sum_t \log \pi_\theta(a_t|s_t)\, \hat A_t
     # math: -\nabla_\theta L = \frac{|D|}{B}\, \hat g
     return -(logprob * advantages).mean()
@@ -231,10 +186,8 @@ def value_loss(value, returns):
 
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
-    """Train with VPG, log to TensorBoard, and return the loop's `state()` at the end. `train(args)`
-    is the whole algorithm. A script's tooling, after `train`, passes its own `writer` (the run's
-    folder) and a `hook`, called at the start and after each update, through which it adds
-    checkpoints, --resume and guard rails."""
+    """Train with VPG, log to TensorBoard, and return the loop's `state()` at the end.
+    `train(args)` is the whole algorithm. The tooling passes its own `writer` and `hook`."""
     # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
     random.seed(args.seed)
     np.random.seed(args.seed)
@@ -245,10 +198,8 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
-    # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
-    # step counts.
-    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
-    # 2022). `fused` updates all weights in one kernel.
+    # Two optimisers, as in Spinning Up: actor and critic have their own step sizes and counts.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
     pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
@@ -259,11 +210,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
     global_step, episodic_returns = 0, []  # (step, return) of the episodes in a batch
 
-    # Everything the loop needs to go on from the end of an update, by name. torch's random state
-    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. Add here and below any state you add to the
-    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
-    # without it. tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. Add here and below
+    # any state you add to the loop, such as a target network or a schedule's counter. Otherwise
+    # a resumed run goes on without it.
     def state() -> dict:
         return {"agent": agent, "pi_optimizer": pi_optimizer, "vf_optimizer": vf_optimizer,
                 "envs": envs, "global_step": global_step,
@@ -278,15 +227,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     start_time, start_step, last_print = time.time(), global_step, 0
     while global_step < args.total_timesteps:
         # --- rollout: complete episodes of the current policy π_θ, at least batch_size steps ---
-        # Every batch starts fresh episodes, because one still running from the last batch was
-        # begun by an older policy. Once the batch is full, no env starts a new episode for it.
-        # But every episode already begun is played to its end, because keeping only those that
-        # finish first would favour short episodes. A time-limit truncation, such as CartPole's
-        # 500 steps, is taken as the episode's end. Until vpg_2b_truncation.py, nothing bootstraps
-        # the missing rewards with V. So G_t near the limit lacks the rewards that would have
-        # followed (Pardo et al. 2018).
+        # Every batch starts fresh episodes and plays each one to its end. Keeping only those
+        # that finish first would favour short episodes. A time-limit cut ends an episode too:
+        # until vpg_2b_truncation.py, nothing bootstraps the rewards it cuts off.
         # The first reset seeds env i with seed + i. Later resets continue those random streams.
-        # A run resumed without its own envs, as Box2D's, gets new envs, unseeded.
         next_obs_np, _ = envs.reset(seed=args.seed if global_step == 0 else None)
         next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
         iteration_start, batch_steps = global_step, 0
@@ -295,7 +239,6 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         obs_np, actions_np, values_np, rewards_np, dones_np, keep_np = [], [], [], [], [], []
         collecting = np.ones(args.num_envs, dtype=bool)  # Env i's episode goes into the batch.
         # Collecting needs no gradient, because the update recomputes log π and V.
-        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             while collecting.any():
                 global_step += args.num_envs
@@ -338,10 +281,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         advantages = returns - values  # Â_t, (T, N)
         b_obs, b_actions, b_returns = obs[keep], actions[keep], returns[keep]  # (B, ...)
         b_values, b_advantages = values[keep], advantages[keep]
-        # Normalised over the batch, as in Spinning Up. Dividing by the std only rescales the
-        # step. Subtracting the mean is a baseline. It changes this batch's estimate, its
-        # direction too, but not its expectation, since E[∇ log π] = 0. Taking the mean from the
-        # same batch adds a small bias.
+        # The batch mean is a baseline. Dividing by the std only rescales the step.
         if args.norm_adv:
             b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
@@ -359,7 +299,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             vf_optimizer.step()
             v_losses.append(v_loss.detach())
         # How far the one step moved the policy: the k3 estimate of KL[π_old ‖ π_θ], with
-        # r = π_θ / π_old (J. Schulman, "Approximating KL divergence", 2020).
+        # r = π_θ / π_old.
         # math: k_3 = \mathbb{E}_t[(r_t - 1) - \log r_t]
         with torch.no_grad():
             _, new_logprob, _ = agent.get_action(b_obs, b_actions)
@@ -375,8 +315,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
-        # The share of the steps taken that entered the batch. The other envs spent the rest
-        # while the last episodes of the batch ran to their end.
+        # The share of the steps taken that entered the batch.
         batch_fraction = batch_steps / (global_step - iteration_start)
         writer.add_scalar("charts/batch_fraction", batch_fraction, global_step)
         sps = (global_step - start_step) / (time.time() - start_time)

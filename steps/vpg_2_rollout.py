@@ -1,10 +1,6 @@
 """VPG with T-step batches: sub-step 2 of 5 from reinforce.py to vpg.py.
 
-The step from reinforce.py to vpg.py brings five ideas. The folder steps/ splits it into five
-sub-steps of one idea each: vpg_1_baseline.py, vpg_2_rollout.py, vpg_2b_truncation.py,
-vpg_3_gae.py, and vpg.py itself. Each file is the training algorithm only: the part of
-reinforce.py and vpg.py above their tooling. It has no input checks, evaluation or checkpoints.
-Its comments that name the tooling speak of the scripts. It runs with
+Each file in steps/ is the training algorithm only. It runs with
 `python steps/vpg_2_rollout.py`.
 
 What changes from vpg_1_baseline.py, one idea: a batch of T steps per env, cut mid-episode and
@@ -17,23 +13,8 @@ from t to the batch's end, for an episode still running there,
     R̂_t = Σ_{l<k} γ^l r_{t+l} + γ^k V(s_{t+k}).
 
 An episode that ends within the batch has no V term, and a time-limit truncation still counts
-as an end here. The policy's weights are R̂_t − V(s_t), and the critic regresses on R̂_t. Every
-step taken now enters a batch. vpg_1_baseline.py drops those taken while its batch's last
-episodes run to their end. The loss is a mean over a fixed B = N·T steps, where
-vpg_1_baseline.py's B overshoots batch_size by the episodes still running. The price: where V is
-inexact, the bootstrapped R̂_t is biased, by γ^k times V's error at the cut. Two more changes
-follow from the idea, and are made here, where they happen:
-- The batch's size. `--batch-size`, the fewest steps a batch of whole episodes may hold, gives
-  way to `--num-steps` T. T = 1,000 gives N·T = 4,000 steps, Spinning Up's batch, in place of
-  5,000. A T of 1,250 would keep 5,000 steps. But vpg.py has Spinning Up's 4,000, so a later step
-  would then change the batch with no idea of its own.
-- The loss's name. Sutton & Barto (2018, §13.5) do not call REINFORCE with baseline an
-  actor-critic method, because its V serves only as a baseline and never bootstraps. Here V
-  bootstraps the returns. So `reinforce_loss` takes the name of VPG's loss, `vpg_loss`, with the
-  same body. Its docstring says why the mean over B steps is now a fixed factor.
-
-
-Lines starting with `# math:` hold the LaTeX of the equation the code below computes.
+as an end here. The policy's weights are R̂_t − V(s_t), and the critic regresses on R̂_t. The
+price: where V is inexact, the bootstrapped R̂_t is biased, by γ^k times V's error at the cut.
 """
 
 import functools
@@ -60,15 +41,15 @@ class Args:
     total_timesteps: int = 500_000
     """environment steps to train for, summed over all envs"""
     learning_rate: float = 3e-3
-    """Adam step size α of the policy, reinforce.py's (Spinning Up's pi_lr is 3e-4)"""
+    """Adam step size α of the policy"""
     vf_learning_rate: float = 1e-3
-    """Adam step size of the critic (Spinning Up's vf_lr)"""
+    """Adam step size of the critic"""
     vf_iters: int = 80
-    """full-batch gradient steps on the critic per batch (Spinning Up's train_v_iters)"""
+    """full-batch gradient steps on the critic per batch"""
     num_envs: int = 4
     """N, environments stepped in parallel (one synchronous vector env)"""
     num_steps: int = 1000
-    """T, steps per environment in each batch; batch size = N·T (Spinning Up: 4000 per epoch)"""
+    """T, steps per environment in each batch; batch size = N·T"""
     gamma: float = 0.99
     """discount factor γ in [0, 1]"""
     norm_adv: bool = False
@@ -83,30 +64,23 @@ class Args:
     """train on the GPU (an error if none is found); small networks often run as fast on a CPU"""
 
 
-
 def make_env(env_id: str, **kwargs) -> gym.Env:
     """The one place where an environment is made: training, evaluation and the input checks
-    all call it, so keyword arguments for your env, or a wrapper, added here apply everywhere
-    (docs/own-env.md). Evaluation passes render_mode for videos."""
+    all call it. A wrapper or keyword argument added here applies everywhere (docs/own-env.md)."""
     return gym.make(env_id, **kwargs)
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # Gymnasium 1.x resets a finished sub-environment automatically. We choose the SAME_STEP mode.
     # The step that ends an episode already returns the first observation of the next one.
     # So no action is spent on a reset, and every step in the batch is a real transition.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    # Adds infos["episode"] (return and length) at each episode's end, for the logs.
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)  # infos["episode"], for the logs
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, and zero biases. It is the initialisation of PPO's
-    # reference code, openai/baselines (core detail 2 of Huang et al. 2022). The hidden layers take
-    # √2, its convention. √2 is the gain for ReLU, and tanh's would be 5/3. The policy head takes
-    # 0.01, so that its first outputs are near 0: a near-uniform softmax, a mean action near 0.
-    # V takes 1.
+    # Orthogonal weights scaled by `std`, and zero biases.
+    # The policy head takes 0.01, so that its first outputs are near 0. V takes 1.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -122,50 +96,40 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 
 class Agent(nn.Module):
     """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
-    units (64 by default). The actor's output is the logits of a Categorical (Discrete actions)
-    or the mean of a diagonal Gaussian (Box actions), whose log-std is a learned vector that
-    does not depend on the state."""
+    units. The actor's output is the logits of a Categorical (Discrete actions) or the mean of a
+    diagonal Gaussian (Box actions), whose log-std is a learned vector independent of the state."""
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head. Box actions get a
-        # Gaussian, and Discrete ones a Categorical.
+        # The one place where the action space decides the policy head.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG. Most MuJoCo envs
-            # bound actions to [−1, 1], and Humanoid to ±0.4. With σ ≈ 0.61, about a tenth of the
-            # first action components fall outside [−1, 1] and reach the env clipped. With σ = 1,
-            # a third would. For a whole 6-dimensional action, as HalfCheetah's, some component
-            # falls outside 47% of the time, and 90% with σ = 1.
+            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,), and the memory the next call takes.
-        The greedy action is the most likely one for Discrete actions. For Box actions it is the
-        mean μ_θ(s), not yet clipped to the bounds. This policy has no memory, so it returns none.
-        Evaluation acts through this method alone. The rest of the tooling uses only the
-        constructor and nn.Module's own methods, never the layers."""
+        """The greedy action for one observation (obs_dim,): the most likely one (Discrete), or
+        the mean μ_θ(s), not yet clipped to the bounds (Box). This policy has no memory, so the
+        memory it returns for the next call is none. Evaluation acts through this method alone."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions are written out, so that their formulas are on the page. Tests
-        # compare them with torch.distributions, so log σ is computed as log(σ), as it does.
+        # Both distributions are written out, so that their formulas are on the page.
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent, so the density is a product. So log-probs add
-            # up over the last axis, and so do the entropies.
+            # Independent action dimensions: log-probs add up over the last axis, as do entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
@@ -188,16 +152,12 @@ class Agent(nn.Module):
 
 def compute_returns(rewards, dones, last_value, gamma: float):
     """Discounted rewards-to-go of every step of a rollout, bootstrapped at the rollout's end.
-
     Both rewards and dones have shape (T, N), time-major. dones[t] = 1 at the last step of each
     episode, a time-limit truncation included. The argument last_value = V(s_T), shape (N,), is
     the value of the observation after the rollout's last step. The sum stops at the episode's
     end and never crosses into the next:
 
         R̂_t = r_t + γ (1 − done_t) R̂_{t+1},   with R̂_T = V(s_T)
-
-    Only rewards from t on appear. An action cannot change the rewards that came before it, so
-    dropping them leaves the gradient's expectation unchanged and usually lowers its variance.
     """
     returns = torch.zeros_like(rewards)
     next_return = last_value  # R̂_T = V(s_T), shape (N,): the batch's end cuts the last step
@@ -209,16 +169,8 @@ def compute_returns(rewards, dones, last_value, gamma: float):
 
 def vpg_loss(logprob, advantages):
     """The policy-gradient surrogate on a batch of B steps, as a loss to minimise. Inputs have
-    shape (B,).
-
-    Its gradient is minus the policy-gradient estimate with Ψ_t = Â_t (Schulman et al. 2016,
-    eq. 1), averaged over the B steps of the batch. reinforce.py's loss is a mean over steps
-    too. Against its ĝ, a mean over episodes, that is a factor |D|/B, one over the mean episode
-    length, and it drifts as episodes lengthen. Here a batch is N segments of a fixed T steps,
-    cut mid-episode, and no per-episode mean exists. The mean over B = N·T steps is a fixed
-    factor, to which Adam is blind. Its value is no measure of how well the policy performs:
-    judge a run by its returns.
-    """
+    shape (B,). Its value is no measure of how well the policy performs: judge a run by its
+    returns."""
     # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t
     # math: -\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,\hat A_t
     return -(logprob * advantages).mean()
@@ -231,10 +183,8 @@ def value_loss(value, returns):
 
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
-    """Train with VPG, log to TensorBoard, and return the loop's `state()` at the end. `train(args)`
-    is the whole algorithm. A script's tooling, after `train`, passes its own `writer` (the run's
-    folder) and a `hook`, called at the start and after each update, through which it adds
-    checkpoints, --resume and guard rails."""
+    """Train with VPG, log to TensorBoard, and return the loop's `state()` at the end.
+    `train(args)` is the whole algorithm. The tooling passes its own `writer` and `hook`."""
     batch_size = args.num_envs * args.num_steps
     num_iterations = args.total_timesteps // batch_size
     # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
@@ -247,18 +197,15 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
-    # Two optimisers, as in Spinning Up: the actor and the critic have their own step sizes and
-    # step counts.
-    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code (core detail 3 of Huang et al.
-    # 2022). `fused` updates all weights in one kernel.
+    # Two optimisers, as in Spinning Up: actor and critic have their own step sizes and counts.
+    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
     pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
                                     fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs, because a step's few numbers cost less to store there
-    # than in tensors. The whole rollout becomes tensors once, before the returns.
+    # NumPy arrays while the rollout runs. The rollout becomes tensors once, before the returns.
     shape = (args.num_steps, args.num_envs)  # (T, N)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, *action_space.shape),
@@ -270,11 +217,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
     global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
 
-    # Everything the loop needs to go on from the end of an update, by name. torch's random state
-    # is the CPU's. The tooling's checkpoint saves this dict. Its --resume hands a saved one back
-    # at the start, read below by the same names. Add here and below any state you add to the
-    # loop, such as a target network or a schedule's counter. Otherwise a resumed run goes on
-    # without it. tools/resume_check.py finds what a resume loses.
+    # Everything the loop needs to go on from the end of an update, by name. Add here and below
+    # any state you add to the loop, such as a target network or a schedule's counter. Otherwise
+    # a resumed run goes on without it.
     def state() -> dict:
         return {"agent": agent, "pi_optimizer": pi_optimizer, "vf_optimizer": vf_optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
@@ -293,7 +238,6 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
         # Collecting needs no gradient, because the update recomputes log π and V.
-        # Inference mode is torch's no-gradient mode with the least bookkeeping.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
@@ -333,10 +277,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         b_obs, b_actions = obs.reshape(-1, obs_dim), actions.reshape(-1, *action_space.shape)
         b_values, b_returns = values.reshape(-1), returns.reshape(-1)
         b_advantages = advantages.reshape(-1)
-        # Normalised over the batch, as in Spinning Up. Dividing by the std only rescales the
-        # step. Subtracting the mean is a baseline. It changes this batch's estimate, its
-        # direction too, but not its expectation, since E[∇ log π] = 0. Taking the mean from the
-        # same batch adds a small bias.
+        # The batch mean is a baseline. Dividing by the std only rescales the step.
         if args.norm_adv:
             b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
@@ -354,7 +295,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             vf_optimizer.step()
             v_losses.append(v_loss.detach())
         # How far the one step moved the policy: the k3 estimate of KL[π_old ‖ π_θ], with
-        # r = π_θ / π_old (J. Schulman, "Approximating KL divergence", 2020).
+        # r = π_θ / π_old.
         # math: k_3 = \mathbb{E}_t[(r_t - 1) - \log r_t]
         with torch.no_grad():
             _, new_logprob, _ = agent.get_action(b_obs, b_actions)

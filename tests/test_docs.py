@@ -165,8 +165,9 @@ def test_step_pages_leave_out_rewraps_and_typeset_equations():
     first, second = diff.split('<h2 id="step-2">')
     second, rest = second.split("<h2>Everything else")
     # in each step, the algorithm's change first: the new loss before the networks and the loop
-    assert first.index("<code>surrogate</code>") < first.index("<code>train</code>")
-    assert second.index("<code>ppo_loss</code> (new)") < second.index("<code>Agent</code>")
+    # (the headings of the differences: a sub-step's notes, above them, may name any definition)
+    assert first.index("<h3><code>surrogate</code>") < first.index("<h3><code>train</code>")
+    assert second.index("<h3><code>ppo_loss</code> (new)") < second.index("<h3><code>Agent</code>")
     # TRPO's surrogate becomes the clipped one, in place, and its trust-region machinery goes in
     # the first step; the critic's own loss goes in the second, where actor and critic share one
     assert "<h3><code>surrogate</code></h3>" in first and "<code>trpo_step</code> (gone)" in first
@@ -289,7 +290,7 @@ def test_a_step_whose_docstring_names_no_idea_stops_the_build():
 # Categorical, a mean, a normalised mean: 6 to 12 lines where the heads differ), and `train` reads
 # its state back by name, each name on its own (2 to 4 lines).
 STEP_LIMITS = {("reinforce", "vpg"): 338, ("vpg", "trpo"): 282, ("trpo", "ppo_discrete"): 509,
-               ("ppo_discrete", "ppo_continuous"): 242}
+               ("ppo_discrete", "ppo_continuous"): 243}
 
 
 @pytest.mark.parametrize("old,new", STEP_LIMITS)
@@ -537,3 +538,64 @@ def test_a_list_in_the_module_docstring_is_a_list_on_the_page(name):
         first_words = html.escape(" ".join(item.split()[:3]))
         assert f"<li>{first_words}" in page, f"{name}.py: '- {item[:40]}…' is not a list item"
     assert page.count("<li>") >= len(items)
+
+
+def section_of(page: str, line: int) -> str:
+    """The HTML of the section of a script page whose code column shows `line`."""
+    sections = re.split(r'(?=<div class="section)', page)
+    return next(s for s in sections if f'id="line-{line}"' in s)
+
+
+@pytest.mark.parametrize("name", build.SCRIPTS)
+def test_every_note_of_a_script_is_beside_the_line_it_names(name):
+    """Each note of docs/notes/<name>.md is on the page once: the introduction's in the
+    introduction, each other one in the notes of the section that shows its line."""
+    source = (ROOT / f"{name}.py").read_text()
+    notes = build.side_notes.load(name, source)
+    assert notes, f"docs/notes/{name}.md holds no note"
+    page = build.render(name)
+    intro = page.split('<div class="sections">')[0]
+    for note in notes:
+        shown = build.side_notes.html(note, build.prose_block, build.math)
+        assert page.count(shown) == 1, (name, note.anchor)
+        assert shown in (intro if note.line == 0 else section_of(page, note.line).split('<div class="code">')[0]), \
+            (name, note.anchor)
+
+
+@pytest.mark.parametrize("anchor,edit", [
+    ("Agent.get_action_and_value", ("def get_action_and_value", "def get_action_value")),
+    ("Args.gamma", ("    gamma: float", "    discount: float")),
+    ("--- bootstrap and advantages ---", ("# --- bootstrap and advantages", "# --- advantages")),
+    ("`next_values = torch.where(`", ("next_values = torch.where(", "next_values = torch.where (")),
+])
+def test_a_note_whose_anchor_no_longer_matches_stops_the_build(anchor, edit, tmp_path, monkeypatch):
+    """A note names its code by a definition, a field, a banner or a line's text. When that code is
+    renamed, the build stops and names the note; the script as it is builds with it."""
+    (tmp_path / "ppo_discrete.md").write_text(f"# notes\n\n## {anchor}\nA note on this line.\n")
+    monkeypatch.setattr(build.side_notes, "NOTES", tmp_path)
+    source = (ROOT / "ppo_discrete.py").read_text()
+    assert "A note on this line." in build.render("ppo_discrete", source)
+    assert edit[0] in source
+    with pytest.raises(ValueError, match=re.escape(f"the note '## {anchor}' names no line of ppo_discrete.py")):
+        build.render("ppo_discrete", source.replace(edit[0], edit[1]))
+
+
+def test_a_note_on_a_text_of_two_lines_stops_the_build(tmp_path, monkeypatch):
+    (tmp_path / "ppo_discrete.md").write_text("## `torch.no_grad()`\nWhich one?\n")
+    monkeypatch.setattr(build.side_notes, "NOTES", tmp_path)
+    with pytest.raises(ValueError, match="lines, not one"):
+        build.render("ppo_discrete")
+
+
+def test_the_notes_of_each_sub_step_are_on_its_step_page_with_their_line():
+    """The notes of a file in steps/ (docs/notes/steps/<file>.md) are under that sub-step on the
+    step page, each headed by the line of the file it names."""
+    for old, new in build.STEPS:
+        page = build.step_page(old, new)
+        for name in build.SUBSTEPS.get((old, new), []):
+            source = build.source_of(name)
+            for note in build.side_notes.load(f"steps/{name}", source):
+                shown = build.side_notes.html(note, build.prose_block, build.math)
+                heading = source.split("\n")[note.line - 1].strip() if note.line else "the whole file"
+                assert shown in page and html.escape(heading) in page.split(shown)[0].rsplit("Note on", 1)[1], \
+                    (old, new, name, note.anchor)
