@@ -411,7 +411,8 @@ def fail(message):
 def check_args(args):
     """Refuse a bad setup before anything is built, in one line that names the failed check.
     Warn of what may go wrong."""
-    # Gymnasium 1.1-1.3 log every episode after an env's first one step short (SAME_STEP).
+    # Gymnasium before 1.1 has no SAME_STEP autoreset. Its vector RecordEpisodeStatistics in
+    # 1.1-1.3 logs every episode after an env's first one step short, without its first reward.
     if tuple(map(int, gym.__version__.split(".")[:2])) < (1, 4):
         fail(f"needs gymnasium 1.4 or newer, found {gym.__version__}: pip install -U gymnasium")
     if args.cuda and not torch.cuda.is_available():

@@ -183,6 +183,18 @@ def test_a_fresh_copy_fails_every_exercise_with_its_hint(tmp_path):
         assert any(f"not written yet: exercise {ex.number}: {ex.hint}" in line for line in lines), ex.number
 
 
+def plant(folder, script: str, *edits: tuple[str, str]) -> None:
+    """The six reference scripts copied into `folder`, with each (right, wrong) of `edits` planted
+    in `script`: the right code must occur there once."""
+    for name in SCRIPTS:
+        shutil.copy(ROOT / f"{name}.py", folder)
+    source = (folder / f"{script}.py").read_text()
+    for right, wrong in edits:
+        assert source.count(right) == 1, right
+        source = source.replace(right, wrong)
+    (folder / f"{script}.py").write_text(source)
+
+
 RETURNS_LOOP = "        returns[t] = next_return\n    return returns\n"
 # the mistake: every step gets its episode's whole return
 FULL_RETURN = RETURNS_LOOP.replace("    return returns\n", """    for t in range(1, rewards.shape[0]):
@@ -241,11 +253,7 @@ WRONG = [
 
 @pytest.mark.parametrize("number,script,right,wrong,mistake", WRONG, ids=[f"{w[0]}-{w[4][:30]}" for w in WRONG])
 def test_a_typical_mistake_fails_with_a_message_that_names_it(number, script, right, wrong, mistake, tmp_path):
-    for name in SCRIPTS:
-        shutil.copy(ROOT / f"{name}.py", tmp_path)
-    source = (tmp_path / f"{script}.py").read_text()
-    assert source.count(right) == 1, right
-    (tmp_path / f"{script}.py").write_text(source.replace(right, wrong))
+    plant(tmp_path, script, (right, wrong))
     lines = []
     passed = grade.grade(tmp_path, [number], learning=False, out=lines.append)
     assert not passed[number]
@@ -270,6 +278,8 @@ GAE_MISTAKES = {
     "gamma-in-delta": (GAE_DELTA, GAE_DELTA.replace("gamma * ", ""), "γ is missing from δ_t"),
     "gamma-in-recursion": (GAE_RECURSION, GAE_RECURSION.replace("gamma * ", ""), "γ is missing from the recursion"),
     "lambda": (GAE_RECURSION, GAE_RECURSION.replace(" * gae_lambda", ""), "λ is missing from the recursion"),
+    "forward-in-time": ("for t in reversed(range(rewards.shape[0])):", "for t in range(rewards.shape[0]):",
+                        "the recursion runs forward in time"),
     "sign-of-V": (GAE_DELTA, GAE_DELTA.replace("- values", "+ values"), "V(s_t) has the wrong sign in δ_t"),
     "termination-for-done": ("gamma * (1.0 - terminations) * next_values",
                              "gamma * (1.0 - torch.maximum(terminations, truncations)) * next_values",
@@ -302,14 +312,42 @@ def test_the_grader_names_a_gae_mistake_and_claims_nothing_else(planted, tmp_pat
     false cause is printed (a termination counted for every episode end does not make the
     advantages run into the next episode), and the later failures are only counted."""
     right, wrong, mistake = GAE_MISTAKES[planted]
-    for name in SCRIPTS:
-        shutil.copy(ROOT / f"{name}.py", tmp_path)
-    source = (tmp_path / "vpg.py").read_text()
-    assert source.count(right) == 1, right
-    (tmp_path / "vpg.py").write_text(source.replace(right, wrong))
+    plant(tmp_path, "vpg", (right, wrong))
     lines = []
     assert not grade.grade(tmp_path, [4], learning=False, out=lines.append)[4]
     only_named(lines, "vpg", f": {mistake}")
+
+
+# Agent.unroll run one step a call: each step is a stretch of its own
+STEP_BY_STEP = ("cuts = [t for t in range(1, obs.shape[0]) if episode_starts[t].any()]", "cuts = list(range(1, obs.shape[0]))")
+DETACHED = "the state is detached inside the unroll: the gradient does not flow back through time"
+# Planted in ppo_discrete.py's ppo_loss and ppo_recurrent.py's Agent.unroll: (exercise, script, edits, the mistake
+# the first failure names)
+NAMED_MISTAKES = {
+    "ratio-of-log-probs": (6, "ppo_discrete", [("ratio = logratio.exp()", "ratio = new_logprob / old_logprob")],
+                           "the ratio divides the log-probabilities"),
+    "min-in-value-clip": (6, "ppo_discrete", [("torch.max(v_loss_unclipped", "torch.min(v_loss_unclipped")],
+                          "the value clip takes a min where it must take the max"),
+    "detached-each-step": (13, "ppo_recurrent", [STEP_BY_STEP, (RESET, RESET.replace("state * ", "state.detach() * "))],
+                           DETACHED),
+    "detached-each-stretch": (13, "ppo_recurrent", [(RESET, RESET.replace("state * ", "state.detach() * "))], DETACHED),
+    "zero-state-step-by-step": (13, "ppo_recurrent", [STEP_BY_STEP, (
+        "        actor_out, critic_out = [], []\n",
+        "        actor_out, critic_out = [], []\n        state = torch.zeros_like(state)\n")],
+        "your unroll replays from a zero state"),
+}
+
+
+@pytest.mark.parametrize("planted", NAMED_MISTAKES)
+def test_the_grader_names_a_loss_or_unroll_mistake_and_claims_nothing_else(planted, tmp_path):
+    """A ratio of log-probabilities, a min in the value clip, a state detached inside the unroll
+    (which leaves its outputs right but cuts the gradient through time), an unroll step by step
+    from a zero state: the first failing check names the mistake, and the later ones are counted."""
+    number, script, edits, mistake = NAMED_MISTAKES[planted]
+    plant(tmp_path, script, *edits)
+    lines = []
+    assert not grade.grade(tmp_path, [number], learning=False, out=lines.append)[number]
+    only_named(lines, script, f": {mistake}")
 
 
 def test_a_mistake_copied_into_every_file_is_named_once(tmp_path):
@@ -413,11 +451,7 @@ def test_the_grader_names_a_mistake_in_a_block_first(planted, tmp_path):
     """Exercises 10-12: the first failing check of the planted script names the mistake, the later
     failures there are only counted, and the exercise's other scripts pass."""
     number, script, right, wrong, mistake = BLOCK_MISTAKES[planted]
-    for name in SCRIPTS:
-        shutil.copy(ROOT / f"{name}.py", tmp_path)
-    source = (tmp_path / f"{script}.py").read_text()
-    assert source.count(right) == 1, right
-    (tmp_path / f"{script}.py").write_text(source.replace(right, wrong))
+    plant(tmp_path, script, (right, wrong))
     lines = []
     assert not grade.grade(tmp_path, [number], learning=False, out=lines.append)[number]
     only_named(lines, script, mistake)
@@ -427,12 +461,8 @@ def test_the_grader_names_a_mistake_in_a_block_first(planted, tmp_path):
 def test_cleanrls_last_minibatch_kl_stop_passes_without_a_message(script, tmp_path):
     """CleanRL stops the epochs once the approx_kl of an epoch's last minibatch exceeds
     --target-kl: a legitimate choice, which the grader accepts beside the epoch's mean."""
-    for name in SCRIPTS:
-        shutil.copy(ROOT / f"{name}.py", tmp_path)
-    right = 'epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()'
-    source = (tmp_path / f"{script}.py").read_text()
-    assert source.count(right) == 1
-    (tmp_path / f"{script}.py").write_text(source.replace(right, 'epoch_kl = epoch_stats[-1]["approx_kl"]'))
+    plant(tmp_path, script, ('epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()',
+                             'epoch_kl = epoch_stats[-1]["approx_kl"]'))
     lines = []
     assert grade.grade(tmp_path, [11], learning=False, out=lines.append)[11], "\n".join(lines)
     assert not any("✗" in line for line in lines), lines
@@ -441,12 +471,7 @@ def test_cleanrls_last_minibatch_kl_stop_passes_without_a_message(script, tmp_pa
 def test_the_checks_of_a_block_run_the_reference_for_the_other_exercises(tmp_path):
     """Exercise 10 runs vpg.py's train, through the policy of exercise 3: a mistake there that
     breaks the rollout is not exercise 10's, whose checks run the reference's policy."""
-    for name in SCRIPTS:
-        shutil.copy(ROOT / f"{name}.py", tmp_path)
-    right = "logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)"
-    source = (tmp_path / "vpg.py").read_text()
-    assert source.count(right) == 1
-    (tmp_path / "vpg.py").write_text(source.replace(right, "logprob = log_pi.gather(-1, action)"))
+    plant(tmp_path, "vpg", ("logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)", "logprob = log_pi.gather(-1, action)"))
     agent = grade.load(tmp_path, "vpg").Agent(3, gym.spaces.Discrete(2))
     with pytest.raises(RuntimeError):  # the planted policy cannot act
         agent.get_action(torch.zeros(2, 3))
@@ -516,8 +541,7 @@ def test_a_right_answer_written_otherwise_passes(number, script, answers, tmp_pa
     """The checks of exercises 10-12 test what the code does, not how it is written: a per-env
     loop, a tensor filled in place, NumPy's permutations and a while loop, torch.sqrt, a line
     search over copies of the weights all pass."""
-    for name in SCRIPTS:
-        shutil.copy(ROOT / f"{name}.py", tmp_path)
+    plant(tmp_path, script)
     lines = (tmp_path / f"{script}.py").read_text().split("\n")
     tree = ast.parse("\n".join(lines))
     (ex,) = [ex for ex in LADDER if ex.number == number]

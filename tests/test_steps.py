@@ -79,9 +79,9 @@ LIMITS = {("reinforce", "vpg_1_baseline"): 122, ("vpg_1_baseline", "vpg_2_rollou
           ("ppo_continuous_1_gaussian", "ppo_continuous_1b_reward_scaling"): 49,
           ("ppo_continuous_1b_reward_scaling", "ppo_continuous_2_norm"): 35,
           ("ppo_continuous_2_norm", "ppo_continuous"): 22,
-          # memory, and three pieces of ppo_continuous.py: the Gaussian head, observation
-          # normalisation and, since RL Zoo's settings scale rewards, reward scaling (26 lines);
-          # RL Zoo's network; the value loss's comment and unroll's docstring made true (6 lines)
+          # Memory, and three pieces of ppo_continuous.py. Those are the Gaussian head, observation
+          # normalisation and reward scaling, since RL Zoo's settings scale rewards (26 lines).
+          # RL Zoo's network comes too.
           ("ppo_discrete", "ppo_recurrent"): 400}
 
 
