@@ -352,7 +352,7 @@ class RewardScaler:
 
     def scale(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
         """(N,) -> (N,). Divide each reward by the std of R_t, a running discounted sum of past
-        rewards, as the reference code's VecNormalize does."""
+        rewards, as the reference code's VecNormalize does. The mean is not subtracted."""
         # math: R_t = \gamma R_{t-1} + r_t
         # math: \tilde r_t = \mathrm{clip}\big(r_t / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)
         self.discounted_return = self.gamma * self.discounted_return + reward
@@ -470,9 +470,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         # --- bootstrap and advantages ---
         (obs, actions, episode_starts, logprobs, values, final_values, rewards, terminations,
          truncations) = (
-            torch.tensor(x, device=device)  # (T, N, ...): copies, the arrays are refilled next
+            torch.tensor(x, device=device)  # (T, N, ...) copies of arrays the next rollout refills
             for x in (obs_np, actions_np, episode_starts_np, logprobs_np, values_np,
-                      final_values_np, rewards_np, terminations_np, truncations_np))  # rollout
+                      final_values_np, rewards_np, terminations_np, truncations_np))
         with torch.no_grad():
             next_obs = torch.from_numpy(next_obs_np).to(device)
             episode_start = torch.from_numpy(next_episode_start_np).to(device)

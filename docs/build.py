@@ -136,7 +136,8 @@ nav.pages { display: flex; justify-content: space-between; gap: 16px; padding-to
 .notes p { margin: 6px 0; }
 /* A note from docs/notes/<script>.md: the longer teaching, set apart from the script's own comments. */
 .notes .note { border-left: 3px solid #c8d3e6; padding: 0 0 0 10px; margin: 8px 0; font-size: 14px; color: #33333d; }
-.diff .step-note { padding: 0 0 4px; } .diff .step-note .where { color: #5a5a66; font-size: 13px; margin: 8px 0 0; }
+.diff .step-note { padding: 0 0 4px; } .diff .step-note :is(p, ul) { max-width: 44em; }  /* about 90 characters a line */
+.diff .step-note .where { color: #5a5a66; font-size: 13px; margin: 8px 0 0; }
 .intro .note { border-left: 3px solid #c8d3e6; padding: 0 0 0 12px; margin: 10px 0; }
 .nowrap { white-space: nowrap; }
 .notes h3 { margin: 10px 0 4px; font-size: 16px; color: #3c3c46; }
@@ -615,8 +616,15 @@ def render(name: str, source: str | None = None) -> str:
         docs = {n: node for node in documented for n in docstring_lines(node)}
         # in the order of the file: a docstring above the comments (a definition whose body opens
         # with them) comes before their notes, one below them after
-        above = "".join(definition_docstring(d, len(documented) > 1) for d in documented if d.lineno < notes_start)
-        below = "".join(definition_docstring(d, len(documented) > 1) for d in documented if d.lineno > notes_start)
+        held = set(code) | set(range(notes_start, notes_start + len(notes)) if notes else ())
+        beside = [n for n in page_notes if n.line in held and id(n) not in placed]
+        placed |= {id(n) for n in beside}
+        # a definition's own notes follow its docstring; the others come after the section's notes
+        with_notes = {d.lineno: definition_docstring(d, len(documented) > 1) + "".join(
+            side_notes.html(n, prose_block, math) for n in beside if n.line == d.lineno) for d in documented}
+        above = "".join(with_notes[d.lineno] for d in documented if d.lineno < notes_start)
+        below = "".join(with_notes[d.lineno] for d in documented if d.lineno > notes_start)
+        beside = [n for n in beside if n.line not in with_notes]
         flags, field_docs = (flags_html(lines, code) if code and any(first <= code[0] <= last for first, last in flag_classes)
                              else ("", set()))
         code_html = "\n".join(code_row(n, highlighted, docs) for n in code
@@ -628,9 +636,6 @@ def render(name: str, source: str | None = None) -> str:
             code_html = f"<pre>{code_html}</pre>"
         inner = bool(code) and not any(n in top_level for n in code[:1]) and not notes_starts_part(notes)
         anchor = f"L{code[0]}" if code else f"N{len(body)}"  # link to a section by its first line: page.html#L120
-        held = set(code) | set(range(notes_start, notes_start + len(notes)) if notes else ())
-        beside = [n for n in page_notes if n.line in held and id(n) not in placed]
-        placed |= {id(n) for n in beside}
         cell = f"{above}{notes_html(notes, name, notes_start)}{below}{flags}"
         cell += "".join(side_notes.html(n, prose_block, math) for n in beside)
         cell += derivations.code_backlinks(name, set(code), cell)  # the equations this code computes

@@ -331,9 +331,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
 
         # --- bootstrap and advantages ---
         obs, actions, logprobs, values, final_values, rewards, terminations, truncations = (
-            torch.tensor(x, device=device)  # (T, N, ...): copies, the arrays are refilled next
+            torch.tensor(x, device=device)  # (T, N, ...) copies of arrays the next rollout refills
             for x in (obs_np, actions_np, logprobs_np, values_np, final_values_np, rewards_np,
-                      terminations_np, truncations_np))  # rollout
+                      terminations_np, truncations_np))
         with torch.no_grad():
             next_obs = torch.from_numpy(next_obs_np).to(device)
             next_value = agent.get_value(next_obs)  # V(s_T), (N,): for paths cut by the batch end
