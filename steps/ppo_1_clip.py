@@ -309,7 +309,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         b_advantages = advantages.reshape(-1)
         b_logprobs = logprobs.reshape(-1)
         # Normalised over the batch, as in Spinning Up. Dividing by the std only rescales the
-        # step. Subtracting the mean is a baseline.
+        # step. For the unclipped term, subtracting the mean is a baseline.
         b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
         # --- update: up to K policy steps on the clipped surrogate, then vf_iters critic steps ---

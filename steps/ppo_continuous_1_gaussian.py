@@ -14,8 +14,8 @@ What changes from ppo_discrete.py, one idea: a Gaussian policy for Box actions. 
 is the mean μ_θ(s) of a diagonal Gaussian, and log σ is a learned vector, the same in every state
 (`Agent`). log π(a|s) sums one normal log-density per action dimension. The sampled action is
 clipped to the env's bounds for the env but stored unclipped, since its density is the one the
-ratio needs. log σ starts at 0 (σ = 1). The defaults stay ppo_discrete.py's, but for the env:
-Pendulum-v1."""
+ratio needs. log σ starts at 0 (σ = 1). The defaults stay ppo_discrete.py's, but for the env
+(Pendulum-v1) and --total-timesteps (500,000)."""
 
 import functools
 import math
