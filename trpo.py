@@ -17,11 +17,15 @@
     python trpo.py --eval-checkpoint runs/<run>/model.pt --capture-video  # (tooling)
     tensorboard --logdir runs
 
+Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
+
 What changes from vpg.py, one idea: a bounded step, and only the policy's update. TRPO bounds
-the move: it maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a mean
-KL[π_θ_old ‖ π_θ] ≤ δ (`trpo_step`). The policy has no optimiser and no step size α: δ takes the
-place of `--learning-rate`. The critic, the rollout, GAE and the budget are vpg.py's, with its
-defaults. The page of this step is docs/vpg-to-trpo.html."""
+how far one update moves the policy. It maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â]
+subject to a mean KL[π_θ_old ‖ π_θ] ≤ δ (`trpo_step`). The policy has no optimiser and no step
+size α: δ takes the place of `--learning-rate`. The critic, the rollout, GAE and the budget are
+vpg.py's, with its defaults.
+
+The page of this step is docs/vpg-to-trpo.html."""
 
 import copy
 import functools
@@ -224,7 +228,7 @@ def conjugate_gradient(matrix_vector_product, b, iters):
     x, r, p = torch.zeros_like(b), b, b  # Residual r = b − A x, search direction p.
     r_dot_r = r @ r
     for _ in range(iters):
-        if r_dot_r < 1e-10:  # x is exact: one more step would divide 0 by 0. b = 0 stops here.
+        if r_dot_r < 1e-10:  # x is as good as exact: another step would divide near-0 by near-0.
             break
         Ap = matrix_vector_product(p)
         # math: \alpha = r^\top r / p^\top A p
