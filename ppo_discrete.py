@@ -55,9 +55,9 @@ class Args:
     clip_vloss: bool = True
     """clip the value update to ±ε around the rollout's value prediction, as in PPO's own code"""
     ent_coef: float = 0.01
-    """c₂, weight of the entropy bonus"""
+    """c₂ ≥ 0, weight of the entropy bonus"""
     vf_coef: float = 0.5
-    """c₁, weight of the value loss"""
+    """c₁ ≥ 0, weight of the value loss"""
     max_grad_norm: float = 0.5
     """the global L2 norm of the gradient is clipped to this value"""
     target_kl: float | None = None
@@ -77,7 +77,7 @@ class Args:
 
     # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
     seed: int = 1
-    """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
+    """seed ≥ 0 of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
     """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
     cuda: bool = False
@@ -360,19 +360,21 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
 # Nothing below is part of the learning algorithm, and `train` calls none of it: cut the file
 # here, add `if __name__ == "__main__": train(tyro.cli(Args))`, and it still trains and logs.
 # `main` adds the rest around `train`, through its `writer` and `hook` arguments.
+import fcntl
 import glob
 import hashlib
 import importlib.util
 import io
 import os
-import pickle
+import re
+import signal
 import sys
 import tempfile
 import warnings
 from dataclasses import fields
 
 SCRIPT = os.path.basename(__file__).removesuffix(".py")
-FORMAT = 2  # Of model.pt and checkpoint.pt. CHANGELOG.md says what each format changed.
+RELEASE, FORMAT = "0.3.0", 3  # pgref's release, and the format of the files it saves (CHANGELOG.md)
 
 
 @dataclass
@@ -390,7 +392,7 @@ class RunArgs(Args):  # Args and the tooling's flags: --help lists both
     eval_episodes: int = 10
     """deterministic episodes after training (0: none), each cut at 10,000 steps at most"""
     eval_seed: int | None = None
-    """seed of the evaluation episodes; by default --seed + 10,000 (seeds training never used)"""
+    """seed ≥ 0 of evaluation episodes; by default --seed + 10,000 (seeds training never used)"""
     eval_checkpoint: str | None = None
     """evaluate this model.pt instead of training; other flags default to those it was saved with"""
     capture_video: bool = False
@@ -423,13 +425,15 @@ def check_args(args):
     if args.capture_video and sys.platform == "linux":  # Render with no display: MuJoCo, pygame.
         os.environ.setdefault("MUJOCO_GL", "egl")
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    may_be_0 = "seed gamma gae_lambda ent_coef vf_coef checkpoint_every eval_episodes eval_seed"
     for name, value in asdict(args).items():  # Type, not isinstance: a bool is no number here.
-        zero = name in may_be_0.split()
+        # A flag may be 0 where its help (tyro's reading of the string below its field) says
+        # "(0: ...)", "≥ 0" or "in [0, 1]".
+        help = tyro._docstrings.get_field_docstring(RunArgs, name, ()) or ""
+        zero = re.search(r"\(0:|≥ 0|\[0, 1]", help)
         if type(value) in (int, float) and not (0 < value < np.inf or zero and value == 0):
             fail(f"--{name.replace('_', '-')} must be finite and {'>= 0' if zero else 'positive'}"
                  f", not {value}")
-        if name in ("gamma", "gae_lambda") and value > 1:
+        if "[0, 1]" in help and value > 1:
             fail(f"--{name.replace('_', '-')} must lie in [0, 1]")
     batch_size = args.num_envs * args.num_steps
     if batch_size > args.total_timesteps:
@@ -441,10 +445,15 @@ def check_args(args):
     if args.norm_adv and batch_size < 2 * args.num_minibatches:  # The std of one number: NaN.
         fail(f"--norm-adv needs minibatches of 2 steps or more, not {batch_size} // "
              f"{args.num_minibatches}: fewer --num-minibatches, or --no-norm-adv")
+    video = {"render_mode": "rgb_array"} if args.capture_video else {}  # Checked now, not after
     try:
-        env = make_env(args.env_id)
+        env = make_env(args.env_id, **video)
     except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why.
         fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
+    except TypeError as error:  # An env of your own whose __init__ takes no render_mode.
+        fail(f"--env-id {args.env_id}: {error}")
+    if video and env.render_mode != "rgb_array":
+        fail(f"--capture-video: {args.env_id} renders no rgb_array frames")
     # From here on, DeprecationWarnings are ignored: Gymnasium's for an old env was said above.
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     space = env.observation_space
@@ -469,11 +478,14 @@ def check_args(args):
 
 
 class EnvGuard(gym.vector.VectorWrapper):
-    """Stops the run (FloatingPointError) at the step where the env returns a NaN or inf
-    observation or reward, before `train` stores it."""
+    """Stops the run (FloatingPointError) at the step where the env raises an exception, or
+    returns a NaN or inf observation or reward, before `train` stores it."""
 
     def step(self, actions):
-        out = obs, rewards, _, _, infos = self.env.step(actions)
+        try:
+            out = obs, rewards, _, _, infos = self.env.step(actions)
+        except Exception as error:  # `main` names it in one line.
+            raise FloatingPointError(f"its step raised {type(error).__name__}: {error}") from error
         for culprit, values in ("observation", [obs, *infos.get("final_obs", [])]), (
                 "reward", [rewards]):
             if not all(v is None or np.isfinite(v).all() for v in values):
@@ -483,15 +495,15 @@ class EnvGuard(gym.vector.VectorWrapper):
 
 
 def write(content, path):
-    """Save `content` to `path` with torch.save, in an envelope. The envelope holds the FORMAT
-    and the SHA-256 of the content's bytes, so that `load` can tell a file cut short or changed.
-    The file is written under another name, then renamed: a kill during the write leaves the last
-    file whole."""
+    """Save `content` to `path` with torch.save, framed: b"pgref\\n", torch.save's bytes,
+    b"\\npgref <FORMAT> <RELEASE>\\n", then the SHA-256 of all before it. So `load` tells a file
+    changed anywhere, or cut short, and which release wrote it. The file is written under another
+    name, then renamed: a kill during the write leaves the last file whole."""
     data = io.BytesIO()
     torch.save(content, data)
-    data = data.getvalue()
-    torch.save({"format": FORMAT, "sha256": hashlib.sha256(data).hexdigest(), "content": data},
-               path + ".tmp")
+    data = b"pgref\n" + data.getvalue() + f"\npgref {FORMAT} {RELEASE}\n".encode()
+    with open(path + ".tmp", "wb") as file:
+        file.write(data + hashlib.sha256(data).digest())
     os.replace(path + ".tmp", path)
 
 
@@ -500,30 +512,54 @@ def load(path, resume):
     one-line refusal that says what is wrong with the file. A checkpoint holds pickled objects,
     and unpickling runs code: resume only runs of your own. model.pt holds tensors, numbers and
     strings, safe to load."""
-    if not os.path.isfile(path):
-        fail(f"{path}: No such file or directory")
+    if os.path.isdir(path):
+        fail(f"{path} is a folder: give the {'checkpoint' if resume else 'model'}.pt in it")
     try:
-        box = torch.load(path, weights_only=not resume)
-    except pickle.UnpicklingError:  # Objects that weights_only refuses: format 1's checkpoint.pt.
-        box = {}
-    except Exception:
-        fail(f"{path} is corrupt or truncated: torch.load cannot read it")
-    version = box.get("format", 1) if isinstance(box, dict) else "unknown"  # 1: pgref 0.1.0's.
-    if version != FORMAT:
-        fail(f"{path} has file format {version}, and {SCRIPT}.py reads format "
-             f"{FORMAT}: use the pgref release that wrote it (CHANGELOG.md), or train again")
-    if hashlib.sha256(box["content"]).hexdigest() != box["sha256"]:
-        fail(f"{path} changed since it was written: its SHA-256 is not the one saved with it")
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as error:
+        fail(f"{path}: {error.strerror}")
+    content, framed, trailer = data[:-32].rpartition(b"\npgref ")
+    framed = framed or data.startswith(b"pgref\n")  # One flipped byte leaves one of the two.
+    if not framed and b"sha256" not in data[:999]:  # Format 2 began with its digest's name.
+        fail(f"{path} is no model.pt or checkpoint.pt that pgref wrote")
+    if framed and hashlib.sha256(data[:-32]).digest() != data[-32:]:
+        fail(f"{path} is damaged (cut short, or changed since it was written): its SHA-256 is not "
+             "the one saved with it")
+    version, release = trailer.decode().split() if framed else ("2", "0.2.0")
+    if version != str(FORMAT):
+        fail(f"{path} was written by pgref {release} (file format {version}), and {SCRIPT}.py "
+             f"of pgref {RELEASE} reads format {FORMAT}: git checkout v{release} reads it")
     try:
-        saved = torch.load(io.BytesIO(box["content"]), weights_only=not resume,
+        saved = torch.load(io.BytesIO(content[6:]), weights_only=not resume,
                            map_location=None if resume else "cpu")
         if saved["script"] == SCRIPT and ("state" in saved) == resume:
             return saved
+    except ModuleNotFoundError as error:  # The module of an env of your own, module:EnvId.
+        fail(f"{path} needs the module {error.name}, which Python cannot import from here: run "
+             "in its folder, or add that folder to PYTHONPATH")
     except Exception:  # A pickle weights_only refuses, or another script's classes.
         pass
     fail(f"{path} is no {'checkpoint' if resume else 'model'}.pt of {SCRIPT}.py: --resume takes "
          "<run>/checkpoint.pt, --eval-checkpoint <run>/model.pt (--save-model), each from a run "
          "of the script given it")
+
+
+def saved_args(saved, path, resume):
+    """The flags saved in a file, as RunArgs. A flag that the script has and the file lacks
+    takes its default. One that the file has and the script lacks is ignored, or, for a --resume,
+    refused. Each is named in one line."""
+    names = [f.name for f in fields(RunArgs)]
+    for name in saved["args"].keys() - set(names):
+        if resume:
+            fail(f"--resume: {path} was trained with --{name.replace('_', '-')}, which {SCRIPT}.py "
+                 "lacks: resume with the script that wrote it")
+        print(f"note: {path} has --{name.replace('_', '-')}, which {SCRIPT}.py lacks: ignored",
+              file=sys.stderr)
+    for name in set(names) - saved["args"].keys():
+        print(f"note: {path} has no --{name.replace('_', '-')}: it takes its default, "
+              f"{getattr(RunArgs, name)}", file=sys.stderr)
+    return RunArgs(**{k: v for k, v in saved["args"].items() if k in names})
 
 
 def evaluate(agent, args, folder):
@@ -538,8 +574,11 @@ def evaluate(agent, args, folder):
     if isinstance(env.action_space, gym.spaces.Box):  # A mean may lie outside the bounds.
         env = gym.wrappers.ClipAction(env)
     env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # Keeps every return.
-    seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
+    seed, last_print = args.seed + 10_000 if args.eval_seed is None else args.eval_seed, time.time()
     for episode in range(args.eval_episodes):
+        if time.time() - last_print > 5:  # A long evaluation says how far it is.
+            last_print = time.time()
+            print(f"evaluating: {episode}/{args.eval_episodes} episodes played", flush=True)
         obs, _ = env.reset(seed=seed if episode == 0 else None)  # The first seed fixes them all.
         done, memory = False, None
         while not done:
@@ -558,22 +597,34 @@ def load_agent(path, args=None):
     with it. Act with `agent.greedy_action(obs, memory)`. model.pt's content holds "script",
     "model" (the state_dict), "args" (the flags, a dict) and "global_step"."""
     saved = load(path, resume=False)
-    args = args or RunArgs(**saved["args"])
+    args = args or saved_args(saved, path, resume=False)
     env = make_env(args.env_id)
     agent = Agent(env.observation_space.shape[0], int(env.action_space.n), args.hidden_size)
     agent.load_state_dict(saved["model"])
     return agent
 
 
-def interrupted(folder, when):
-    """Exit with 130, the shell's code for Ctrl-C, and one line that says what is on disk: in
-    training, the --resume command where a checkpoint.pt exists."""
+def stopped(folder, why, code=1, resume=True):
+    """Exit with `code` and one line: why the run stopped, and what is on disk. That is the
+    --resume command where a checkpoint.pt exists (and `resume`), or else the files saved."""
     on_disk = sorted(glob.glob(f"{folder}/*.pt"))  # checkpoint.pt, then model.pt
-    resume = when == "in training" and os.path.isfile(f"{folder}/checkpoint.pt")
-    print(f"{SCRIPT}.py: interrupted {when}; " + (
+    resume = resume and os.path.isfile(f"{folder}/checkpoint.pt")
+    print(f"{SCRIPT}.py: {why}; " + (
         f"--resume {folder}/checkpoint.pt goes on from its last checkpoint" if resume
         else f"saved: {' and '.join(on_disk) or 'nothing'}"), file=sys.stderr)
-    raise SystemExit(130)
+    raise SystemExit(code)
+
+
+def interrupt(signum, _frame):
+    """SIGTERM (a scheduler's stop, `timeout`'s) is met as Ctrl-C (SIGINT) is."""
+    raise KeyboardInterrupt(signum)
+
+
+def interrupted(error):
+    """How a stop by `interrupt` is told, and its exit code: 128 + the signal's number, as the
+    shell gives (130 for Ctrl-C, 143 for SIGTERM)."""
+    signum = error.args[0] if error.args else signal.SIGINT
+    return f"interrupted ({signal.Signals(signum).name})", 128 + signum
 
 
 def main(args: RunArgs | None = None) -> dict:
@@ -589,7 +640,7 @@ def main(args: RunArgs | None = None) -> dict:
     path = args.resume or args.eval_checkpoint
     saved = path and load(path, resume=bool(args.resume))
     if saved:  # The file's flags, but for those given (not its --resume or --eval-checkpoint).
-        old = dict(saved["args"], resume=None, eval_checkpoint=None)
+        old = dict(asdict(saved_args(saved, path, args.resume)), resume=None, eval_checkpoint=None)
         args = (tyro.cli(RunArgs, default=RunArgs(**old)) if cli else RunArgs(
             **{k: old[k] if v == getattr(RunArgs, k) else v for k, v in asdict(args).items()}))
         allowed = ["total_timesteps"] if args.resume else ["env_id", "seed", "num_threads", "cuda"]
@@ -611,17 +662,34 @@ def main(args: RunArgs | None = None) -> dict:
     # The env id without the module of module:EnvId: no ':' in a folder name.
     name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
     folder = os.path.dirname(os.path.abspath(path)) if saved else f"{args.log_dir}/{name}"
-    try:
-        os.makedirs(folder, exist_ok=bool(saved))
-    except FileExistsError:  # A run started in the same second.
-        folder = tempfile.mkdtemp(prefix=name + "_", dir=args.log_dir)
+    try:  # One writer a folder: a run holds the lock of <run>/.lock until its process ends.
+        try:
+            os.makedirs(folder, exist_ok=bool(saved))
+        except FileExistsError:  # A run started in the same second.
+            folder = tempfile.mkdtemp(prefix=name + "_", dir=args.log_dir)
+        lock = open(f"{folder}/.lock", "a")
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fail(f"{folder} is in use by another run; wait for it to end, or resume a copy of it")
+    except OSError as error:  # Before training: the folder cannot be made or written.
+        fail(f"cannot write the run folder {folder}: {error.strerror}; give a --log-dir you can "
+             "write")
     if args.track:  # Before the writer: W&B mirrors what it writes.
         import wandb
         name = os.path.basename(folder)
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name, id=name,
                    config=asdict(args), resume="allow", dir=folder, sync_tensorboard=True)
+    logs = set(glob.glob(f"{folder}/events.*"))
     writer = SummaryWriter(folder, purge_step=saved and saved["state"]["global_step"] + 1)
     updates = 0
+
+    def refuse(message):
+        """Refuse a --resume, leaving its folder as it was: no new log file."""
+        writer.close()
+        for new in set(glob.glob(f"{folder}/events.*")) - logs:
+            os.remove(new)
+        lock.close()
+        fail(message)
 
     def hook(state, losses=None):
         """`train`'s hook. At its start (no `losses`): put the --resume checkpoint's state in
@@ -632,7 +700,7 @@ def main(args: RunArgs | None = None) -> dict:
         if losses is None:
             differ = saved and (set(state) ^ set(saved["state"])) - {"envs", "next_obs"}
             if differ:  # The envs may be left out: see `save`.
-                fail(f"--resume: the names {sorted(differ)} are in one of {path} and train's "
+                refuse(f"--resume: the names {sorted(differ)} are in one of {path} and train's "
                      "state(), not in both: resume with the code that wrote it")
             state.update(saved["state"] if saved else {})
             if saved and "envs" not in saved["state"]:  # Envs not saved: see `save`.
@@ -686,20 +754,23 @@ def main(args: RunArgs | None = None) -> dict:
     # (as --checkpoint-every and --save-model ask), and the policy is evaluated.
     try:
         state = train(args, writer, hook)
-    except FloatingPointError as error:
-        fail(f"{args.env_id}: {error} (the last checkpoint keeps the weights before it, if any)")
-    except KeyboardInterrupt:
-        interrupted(folder, "in training")
+    except FloatingPointError as error:  # A guard rail: the env's step, a NaN or inf.
+        stopped(folder, f"error: {args.env_id}: {error}, in training")
+    except OSError as error:  # The run folder, deleted or full.
+        stopped(folder, f"error: cannot write {folder}: {error.strerror}, in training")
+    except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM (`interrupt`)
+        stopped(folder, f"{interrupted(error)[0]} in training", interrupted(error)[1])
     if saved and not updates:
-        fail(f"--resume: the run has trained its {state['global_step']:,} steps; give a larger "
+        refuse(f"--resume: the run has trained its {state['global_step']:,} steps; give a larger "
              "--total-timesteps")
     try:
         save(state)
         if args.save_model:
             print(f"model saved to {folder}/model.pt")
         eval_returns = evaluate(state["agent"].cpu(), args, folder) if args.eval_episodes else []
-    except KeyboardInterrupt:
-        interrupted(folder, "after training (saving or evaluating)")
+    except KeyboardInterrupt as error:
+        stopped(folder, f"{interrupted(error)[0]} after training (saving or evaluating)",
+                interrupted(error)[1], resume=False)
     for episode_return in eval_returns:  # At the step of the policy evaluated.
         writer.add_scalar("eval/episodic_return", episode_return, state["global_step"])
     writer.close()
@@ -709,8 +780,10 @@ def main(args: RunArgs | None = None) -> dict:
 if __name__ == "__main__":
     # Run as the module named after the file, not as __main__. A checkpoint then names this
     # file's classes by the file's name, so code of one's own that imports the script loads it.
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         importlib.import_module(SCRIPT).main()
-    except KeyboardInterrupt:  # Before training, or in an --eval-checkpoint evaluation.
-        print(f"{SCRIPT}.py: interrupted: no model.pt or checkpoint.pt was saved", file=sys.stderr)
-        raise SystemExit(130) from None
+    except KeyboardInterrupt as error:  # Before training, or in an --eval-checkpoint evaluation.
+        why, code = interrupted(error)
+        print(f"{SCRIPT}.py: {why}: no model.pt or checkpoint.pt was saved", file=sys.stderr)
+        raise SystemExit(code) from None

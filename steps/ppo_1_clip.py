@@ -73,7 +73,7 @@ class Args:
 
     # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
     seed: int = 1
-    """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
+    """seed ≥ 0 of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
     """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
     cuda: bool = False

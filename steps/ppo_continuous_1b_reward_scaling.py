@@ -50,9 +50,9 @@ class Args:
     clip_vloss: bool = True
     """clip the value update to ±ε around the rollout's value prediction, as in PPO's own code"""
     ent_coef: float = 0.01
-    """c₂, weight of the entropy bonus"""
+    """c₂ ≥ 0, weight of the entropy bonus"""
     vf_coef: float = 0.5
-    """c₁, weight of the value loss"""
+    """c₁ ≥ 0, weight of the value loss"""
     max_grad_norm: float = 0.5
     """the global L2 norm of the gradient is clipped to this value"""
     target_kl: float | None = None
@@ -74,7 +74,7 @@ class Args:
 
     # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
     seed: int = 1
-    """seed of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
+    """seed ≥ 0 of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
     """torch CPU threads; one suits these small networks; a fixed count keeps runs reproducible"""
     cuda: bool = False

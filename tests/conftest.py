@@ -26,9 +26,10 @@ def run_script(script: str, *flags: str, timeout: float = 120, cwd: Path | None 
 
 
 def read_saved(path, weights_only: bool = True):
-    """The content of a model.pt or checkpoint.pt, out of its envelope (format, SHA-256, bytes)."""
-    box = torch.load(path, weights_only=True)
-    return torch.load(io.BytesIO(box["content"]), weights_only=weights_only)
+    """The content of a model.pt or checkpoint.pt, out of its frame: b"pgref\\n", torch.save's
+    bytes, b"\\npgref <format> <release>\\n" and the SHA-256 of all before it."""
+    data = open(path, "rb").read()
+    return torch.load(io.BytesIO(data[6:data.rindex(b"\npgref ")]), weights_only=weights_only)
 
 
 def run_folder(log_dir) -> str:
