@@ -311,11 +311,13 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 import warnings
 from dataclasses import fields
 
 SCRIPT = os.path.basename(__file__).removesuffix(".py")
 RELEASE, FORMAT = "0.3.0", 3  # pgref's release, and the format of the files it saves (CHANGELOG.md)
+LOCK = None  # The open <run>/.lock of the run that this process writes.
 
 
 @dataclass
@@ -552,11 +554,11 @@ def interrupt(signum, _frame):
     raise KeyboardInterrupt(signum)
 
 
-def interrupted(error):
-    """How a stop by `interrupt` is told, and its exit code: 128 + the signal's number, as the
-    shell gives (130 for Ctrl-C, 143 for SIGTERM)."""
-    signum = error.args[0] if error.args else signal.SIGINT
-    return f"interrupted ({signal.Signals(signum).name})", 128 + signum
+def interrupted(error, when):
+    """What `stopped` says of a Ctrl-C or SIGTERM `when`, and the shell's exit code for it:
+    128 + the signal's number, 130 or 143."""
+    sigterm = error.args == (signal.SIGTERM,)
+    return f"{'stopped by SIGTERM' if sigterm else 'interrupted'} {when}", 143 if sigterm else 130
 
 
 def main(args: RunArgs | None = None) -> dict:
@@ -594,13 +596,16 @@ def main(args: RunArgs | None = None) -> dict:
     # The env id without the module of module:EnvId: no ':' in a folder name.
     name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
     folder = os.path.dirname(os.path.abspath(path)) if saved else f"{args.log_dir}/{name}"
-    try:  # One writer a folder: a run holds the lock of <run>/.lock until its process ends.
+    global LOCK  # One writer a folder, one folder a process: a new run lets the last one go.
+    try:
         try:
             os.makedirs(folder, exist_ok=bool(saved))
         except FileExistsError:  # A run started in the same second.
             folder = tempfile.mkdtemp(prefix=name + "_", dir=args.log_dir)
-        lock = open(f"{folder}/.lock", "a")
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if LOCK:
+            LOCK.close()
+        LOCK = open(f"{folder}/.lock", "a")
+        fcntl.flock(LOCK, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         fail(f"{folder} is in use by another run; wait for it to end, or resume a copy of it")
     except OSError as error:  # Before training: the folder cannot be made or written.
@@ -612,6 +617,10 @@ def main(args: RunArgs | None = None) -> dict:
         wandb.init(project=args.wandb_project_name, entity=args.wandb_entity, name=name, id=name,
                    config=asdict(args), resume="allow", dir=folder, sync_tensorboard=True)
     logs = set(glob.glob(f"{folder}/events.*"))
+    # TensorBoard's writing thread meets an OSError of the folder first. It passes it on to the
+    # next log call, which stops the run in one line, so the thread need not print it too.
+    threading.excepthook = lambda hook: issubclass(hook.exc_type, OSError) or (
+        threading.__excepthook__(hook))
     writer = SummaryWriter(folder, purge_step=saved and saved["state"]["global_step"] + 1)
     updates = 0
 
@@ -620,7 +629,6 @@ def main(args: RunArgs | None = None) -> dict:
         writer.close()
         for new in set(glob.glob(f"{folder}/events.*")) - logs:
             os.remove(new)
-        lock.close()
         fail(message)
 
     def hook(state, losses=None):
@@ -691,7 +699,7 @@ def main(args: RunArgs | None = None) -> dict:
     except OSError as error:  # The run folder, deleted or full.
         stopped(folder, f"error: cannot write {folder}: {error.strerror}, in training")
     except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM (`interrupt`)
-        stopped(folder, f"{interrupted(error)[0]} in training", interrupted(error)[1])
+        stopped(folder, *interrupted(error, "in training"))
     if saved and not updates:
         refuse(f"--resume: the run has trained its {state['global_step']:,} steps; give a larger "
              "--total-timesteps")
@@ -701,11 +709,11 @@ def main(args: RunArgs | None = None) -> dict:
             print(f"model saved to {folder}/model.pt")
         eval_returns = evaluate(state["agent"].cpu(), args, folder) if args.eval_episodes else []
     except KeyboardInterrupt as error:
-        stopped(folder, f"{interrupted(error)[0]} after training (saving or evaluating)",
-                interrupted(error)[1], resume=False)
+        stopped(folder, *interrupted(error, "after training (saving or evaluating)"), resume=False)
     for episode_return in eval_returns:  # At the step of the policy evaluated.
         writer.add_scalar("eval/episodic_return", episode_return, state["global_step"])
     writer.close()
+    LOCK.close()
     return dict(state, run_dir=folder, eval_returns=eval_returns)
 
 
@@ -716,6 +724,6 @@ if __name__ == "__main__":
     try:
         importlib.import_module(SCRIPT).main()
     except KeyboardInterrupt as error:  # Before training, or in an --eval-checkpoint evaluation.
-        why, code = interrupted(error)
+        why, code = interrupted(error, "before training or in an evaluation")
         print(f"{SCRIPT}.py: {why}: no model.pt or checkpoint.pt was saved", file=sys.stderr)
         raise SystemExit(code) from None

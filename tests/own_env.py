@@ -10,6 +10,8 @@ copy it beside a copied script, or put its folder on PYTHONPATH, to try that in 
 - PointMultiDiscrete-v0: actions in MultiDiscrete([2, 2]), a space that no script takes.
 - PointOnOldLib-v0: cannot be made on this install; its constructor raises ImportError, as
   Gymnasium's Pusher-v4 does on mujoco 3 or newer.
+- PointGridFaulty-v0: PointGrid whose step raises (a lost connection to a simulator, say) at its
+  300th step, mid-run.
 """
 
 import gymnasium as gym
@@ -38,6 +40,20 @@ class PointEnv(gym.Env):
         return self.position.copy(), -float(np.linalg.norm(self.position)), False, False, {}
 
 
+class PointFaultyEnv(PointEnv):
+    """PointGrid whose 300th step raises."""
+
+    def __init__(self):
+        super().__init__(discrete=True)
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == 300:
+            raise ConnectionError("the simulator stopped answering")
+        return super().step(action)
+
+
 class PointMultiDiscreteEnv(PointEnv):
     """PointEnv with MultiDiscrete([2, 2]) actions: a space that no script takes."""
 
@@ -53,6 +69,7 @@ gym.register("PointGridFrom1-v0", entry_point=PointEnv, max_episode_steps=50,
 gym.register("PointEndless-v0", entry_point=PointEnv)
 gym.register("PointMultiDiscrete-v0", entry_point=PointMultiDiscreteEnv, max_episode_steps=50)
 gym.register("PointGridEndless-v0", entry_point=PointEnv, kwargs={"discrete": True})
+gym.register("PointGridFaulty-v0", entry_point=PointFaultyEnv, max_episode_steps=50)
 
 
 def needs_an_older_library():

@@ -62,7 +62,22 @@ def test_resume_check_names_the_state_that_a_resume_loses(tmp_path):
     out = resume_check(path, "--total-timesteps", "4096")
     assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
     line = out.stdout.strip().splitlines()[-1]
-    assert "does not resume exactly; the first difference:" in line, line
+    assert line.startswith(f"{path}: does not resume exactly; the runs part in update 5 of 8, the first "
+                           "after the resume: loop state that state() does not name"), line
+    assert "The first value that differs: state()['agent']" in line, line
+
+
+def test_resume_check_names_random_numbers_that_a_checkpoint_does_not_save(tmp_path):
+    """The minibatch order drawn from NumPy's global generator, which `train` seeds only at its
+    start: a resumed run draws again the numbers of the first updates."""
+    path = copy_with(tmp_path, "ppo_discrete", "numpy_ppo",
+                     ("            b_inds = torch.randperm(batch_size, device=device)",
+                      "            b_inds = torch.from_numpy(np.random.permutation(batch_size))"))
+    out = resume_check(path, "--total-timesteps", "4096")
+    assert out.returncode == 1, out.stdout[-2000:] + out.stderr[-2000:]
+    line = out.stdout.strip().splitlines()[-1]
+    assert ("the runs part in update 5 of 8, the first after the resume: random numbers drawn from "
+            "Python's or NumPy's global generator") in line, line
 
 
 def test_loop_state_is_read_back_by_name_not_position(tmp_path):

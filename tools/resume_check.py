@@ -7,10 +7,16 @@ It trains the script twice in this process, in temporary folders, with the flags
 default --total-timesteps 20000 --eval-episodes 2) and always --checkpoint-every 1, so that every
 update leaves a checkpoint. The first run goes through
 uninterrupted. The second is stopped by a Ctrl-C after half of its updates and then goes on with
---resume from its last checkpoint. A script that resumes exactly ends both runs with the same
-bits: every value of `state()` but the envs (weights, optimiser state, episodic returns, ...)
-and the greedy evaluation. Objects it cannot read compare equal. The check prints "resumes
-exactly", or the first value where the runs part, and exits with 0 or 1.
+--resume from its last checkpoint. A script that resumes exactly gives both runs the same bits
+after every update: every value of `state()` but the envs (weights, optimiser state, episodic
+returns, ...), and at the end the greedy evaluation. Objects it cannot read compare equal. The
+check prints "resumes exactly", or the first update after which the runs part, what kind of
+state that points to, and the first value that differs there. It exits with 0 or 1.
+
+The kind: a third run resumes from the same checkpoint with Python's and NumPy's global
+generators in another state. If it parts from the second run, the loop draws from one of them,
+and `train` seeds them only at its start. If not, the loop keeps a value that the checkpoint
+lacks: one that `state()` does not name, or names but `train` does not read back.
 
 What it finds: state that the loop keeps but `state()` does not name (a target network, an EMA,
 a counter), which a resumed run restarts from its initial value; state that `state()` names but
@@ -23,6 +29,7 @@ import argparse
 import importlib.util
 import math
 import os
+import random
 import sys
 import tempfile
 import warnings
@@ -76,8 +83,10 @@ def comparable(value):
     if isinstance(value, list | tuple):
         return [comparable(v) for v in value]
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
-    if isinstance(value, np.ndarray | int | float | str | bool | np.generic) or value is None:
+        return value.detach().cpu().numpy().copy()  # a copy: the loop goes on changing the tensor
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, int | float | str | bool | np.generic) or value is None:
         return value
     return comparable(vars(value)) if hasattr(value, "__dict__") else None  # a normaliser
 
@@ -102,28 +111,49 @@ def first_difference(a, b, where: str) -> str | None:
     return None if same else f"{where}: {a!r} against {b!r}"
 
 
+def kind(parted: bool) -> str:
+    """What kind of state a resume loses, from whether two resumes of one checkpoint part when
+    Python's and NumPy's global generators differ."""
+    if parted:
+        return ("random numbers drawn from Python's or NumPy's global generator, which the "
+                "checkpoint does not save: draw them from torch's (saved) or a generator in state()")
+    return ("loop state that state() does not name, or names and train does not read back (a "
+            "counter, a schedule, a coefficient, a target network, a generator of its own): add it "
+            "to state() and to the lines that read state back")
+
+
 def check(path: Path, flags: list[str]) -> str | None:
-    """The first difference between an uninterrupted run and a stopped-and-resumed one, or None."""
+    """The first update after which an uninterrupted run and a stopped-and-resumed one part, with
+    the kind of state it points to and the first value that differs, or None."""
     module = import_script(path)
     given = {a.split("=")[0].removeprefix("--").replace("-", "_") for a in flags if a.startswith("--")}
     defaults = {k: v for k, v in SHORT.items() if k not in given}
+    train = module.train
+
+    def recording(updates: list, reseed: bool = False):
+        """`train` that appends its state after each update, as plain data, to `updates`; with
+        `reseed`, Python's and NumPy's generators are put in another state once it has begun."""
+        def train_recording(args, writer=None, hook=None):
+            def record(state, losses=None):
+                out = hook(state, losses)
+                if losses is not None:
+                    updates.append({k: comparable(v) for k, v in state.items() if k != "envs"})
+                elif reseed:
+                    random.seed(2**31 - 1)
+                    np.random.seed(2**31 - 1)
+                return out
+            return train(args, writer, record)
+        return train_recording
+
     with tempfile.TemporaryDirectory() as tmp:
         def args(**more):
             base = tyro.cli(module.RunArgs, args=flags)
             return module.RunArgs(**{**vars(base), **defaults, "checkpoint_every": 1, "log_dir": tmp, **more})
 
-        counted = {"updates": 0}
-        train = module.train
-
-        def counting(args, writer=None, hook=None):
-            def count(state, losses=None):
-                counted["updates"] += losses is not None
-                return hook(state, losses)
-            return train(args, writer, count)
-
-        module.train = counting
+        whole_updates, resumed_updates, reseeded_updates = [], [], []
+        module.train = recording(whole_updates)
         whole = module.main(args(log_dir=f"{tmp}/whole"))
-        updates = counted["updates"]
+        updates = len(whole_updates)
         if updates < 2:
             sys.exit("resume_check.py: error: the run has fewer than 2 updates: give a larger --total-timesteps")
         module.train = stopping_at(module, updates // 2)
@@ -131,9 +161,22 @@ def check(path: Path, flags: list[str]) -> str | None:
             module.main(args(log_dir=f"{tmp}/stopped"))
         except SystemExit as stop:
             assert stop.code == 130, stop.code
-        module.train = train
         (checkpoint,) = Path(f"{tmp}/stopped").glob("*/checkpoint.pt")
+        saved = open(checkpoint, "rb").read()
+        module.train = recording(resumed_updates)
         resumed = module.main(args(log_dir=f"{tmp}/stopped", resume=str(checkpoint)))
+        checkpoint.write_bytes(saved)  # the checkpoint of the stop again, for a third run
+        module.train = recording(reseeded_updates, reseed=True)
+        module.main(args(log_dir=f"{tmp}/stopped", resume=str(checkpoint)))
+        module.train = train
+        first = updates // 2 + 1
+        for update, (a, b) in enumerate(zip(resumed_updates, whole_updates[first - 1:], strict=True), first):
+            difference = first_difference(a, b, "state()")
+            if difference:
+                parted = first_difference(a, reseeded_updates[update - first], "") is not None
+                after = "the first after the resume" if update == first else f"{update - first + 1}th after the resume"
+                return (f"the runs part in update {update} of {updates}, {after}: {kind(parted)}. The first "
+                        f"value that differs: {difference} (resumed against uninterrupted)")
         for name in whole:
             if name in ("envs", "run_dir"):
                 continue
@@ -154,7 +197,7 @@ def main() -> None:
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     difference = check(options.script.resolve(), options.flags)
     if difference:
-        print(f"{options.script}: does not resume exactly; the first difference: {difference}")
+        print(f"{options.script}: does not resume exactly; {difference}")
         sys.exit(1)
     print(f"{options.script}: resumes exactly")
 
