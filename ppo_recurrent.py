@@ -711,12 +711,14 @@ def load(path, resume):
         fail(f"{path}: {error.strerror}")
     content, framed, trailer = data[:-32].rpartition(b"\npgref ")
     framed = framed or data.startswith(b"pgref\n")  # One flipped byte leaves one of the two.
-    if not framed and b"sha256" not in data[:999]:  # Format 2 began with its digest's name.
+    # The files of pgref 0.2.0 and 0.1.0 are not framed. Their first key tells them.
+    old = [v for k, v in {b"sha256": "2 0.2.0", b"script": "1 0.1.0"}.items() if k in data[:999]]
+    if not (framed or old):
         fail(f"{path} is no model.pt or checkpoint.pt that pgref wrote")
     if framed and hashlib.sha256(data[:-32]).digest() != data[-32:]:
         fail(f"{path} is damaged (cut short, or changed since it was written): its SHA-256 is not "
              "the one saved with it")
-    version, release = trailer.decode().split() if framed else ("2", "0.2.0")
+    version, release = (trailer.decode() if framed else old[0]).split()
     if version != str(FORMAT):
         fail(f"{path} was written by pgref {release} (file format {version}), and {SCRIPT}.py "
              f"of pgref {RELEASE} reads format {FORMAT}: git checkout v{release} reads it")
@@ -739,16 +741,17 @@ def saved_args(saved, path, resume):
     """The flags saved in a file, as RunArgs. A flag that the script has and the file lacks
     takes its default. One that the file has and the script lacks is ignored, or, for a --resume,
     refused. Each is named in one line."""
-    names = [f.name for f in fields(RunArgs)]
-    for name in saved["args"].keys() - set(names):
-        if resume:
-            fail(f"--resume: {path} was trained with --{name.replace('_', '-')}, which {SCRIPT}.py "
-                 "lacks: resume with the script that wrote it")
-        print(f"note: {path} has --{name.replace('_', '-')}, which {SCRIPT}.py lacks: ignored",
-              file=sys.stderr)
-    for name in set(names) - saved["args"].keys():
-        print(f"note: {path} has no --{name.replace('_', '-')}: it takes its default, "
-              f"{getattr(RunArgs, name)}", file=sys.stderr)
+    names = {f.name for f in fields(RunArgs)}
+    for name in sorted(saved["args"].keys() ^ names):  # Added to the script, or taken out of it.
+        flag = f"--{name.replace('_', '-')}"
+        if name in names:
+            print(f"note: {path} has no {flag}: it takes its default, {getattr(RunArgs, name)}",
+                  file=sys.stderr)
+        elif resume:
+            fail(f"--resume: {path} was trained with {flag}, which {SCRIPT}.py lacks: resume "
+                 "with the script that wrote it")
+        else:
+            print(f"note: {path} has {flag}, which {SCRIPT}.py lacks: ignored", file=sys.stderr)
     return RunArgs(**{k: v for k, v in saved["args"].items() if k in names})
 
 
@@ -796,13 +799,16 @@ def load_agent(path, args=None):
 
 
 def stopped(folder, why, code=1, resume=True):
-    """Exit with `code` and one line: why the run stopped, and what is on disk. That is the
-    --resume command where a checkpoint.pt exists (and `resume`), or else the files saved."""
+    """Exit with one line: why the run stopped, and what is on disk. That is the --resume command
+    where a checkpoint.pt exists (and `resume`), or else the files saved. Exit code 1 is an
+    error's (`fail`), 130 and 143 the shell's for Ctrl-C and SIGTERM."""
     on_disk = sorted(glob.glob(f"{folder}/*.pt"))  # checkpoint.pt, then model.pt
     resume = resume and os.path.isfile(f"{folder}/checkpoint.pt")
-    print(f"{SCRIPT}.py: {why}; " + (
-        f"--resume {folder}/checkpoint.pt goes on from its last checkpoint" if resume
-        else f"saved: {' and '.join(on_disk) or 'nothing'}"), file=sys.stderr)
+    line = f"{why}; " + (f"--resume {folder}/checkpoint.pt goes on from its last checkpoint"
+                         if resume else f"saved: {' and '.join(on_disk) or 'nothing'}")
+    if code == 1:
+        fail(line)
+    print(f"{SCRIPT}.py: {line}", file=sys.stderr)
     raise SystemExit(code)
 
 
@@ -952,9 +958,9 @@ def main(args: RunArgs | None = None) -> dict:
     try:
         state = train(args, writer, hook)
     except FloatingPointError as error:  # A guard rail: the env's step, a NaN or inf.
-        stopped(folder, f"error: {args.env_id}: {error}, in training")
+        stopped(folder, f"{args.env_id}: {error}, in training")
     except OSError as error:  # The run folder, deleted or full.
-        stopped(folder, f"error: cannot write {folder}: {error.strerror}, in training")
+        stopped(folder, f"cannot write {folder}: {error.strerror}, in training")
     except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM (`interrupt`)
         stopped(folder, *interrupted(error, "in training"))
     if saved and not updates:

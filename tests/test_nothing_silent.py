@@ -3,6 +3,7 @@ say what they are. One test per failure of the trial that found them (issue 56),
 its command."""
 
 import dataclasses
+import hashlib
 import io
 import os
 import re
@@ -152,9 +153,8 @@ def test_a_truncated_or_altered_file_is_refused(name, tmp_path):
         data = open(f"{run_dir}/{file}", "rb").read()
         cut = tmp_path / f"cut-{file}"
         cut.write_bytes(data[:len(data) // 2])
-        assert "is corrupt or truncated" in one_error_line(run_script(f"{name}.py", flag, str(cut)), name)
-        # One flipped bit in every tensor of the content, the envelope's digest kept.
-        box = torch.load(f"{run_dir}/{file}", weights_only=True)
+        assert "is damaged (cut short, or changed" in one_error_line(run_script(f"{name}.py", flag, str(cut)), name)
+        # One flipped bit in every tensor of the content, framed again with the file's digest.
         content = read_saved(f"{run_dir}/{file}", weights_only=False)
         weights = content["model"] if file == "model.pt" else content["state"]["agent"].state_dict()
         for tensor in weights.values():
@@ -165,30 +165,33 @@ def test_a_truncated_or_altered_file_is_refused(name, tmp_path):
         buffer = io.BytesIO()
         torch.save(content, buffer)
         altered = tmp_path / f"altered-{file}"
-        torch.save(dict(box, content=buffer.getvalue()), altered)
+        altered.write_bytes(b"pgref\n" + buffer.getvalue() + data[data.rindex(b"\npgref "):])
         line = one_error_line(run_script(f"{name}.py", flag, str(altered)), name)
         assert "changed since it was written" in line, line
 
 
-# 9. Saved files carry a format version; another version is refused, naming both.
+# 9. Saved files carry a format version; another version is refused, naming the release to use.
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_a_file_of_another_format_is_refused_naming_both_versions(name, tmp_path):
+def test_a_file_of_another_format_is_refused_naming_the_release_to_use(name, tmp_path):
     module = _module(name)
     run_dir = trained(module, tmp_path)
+    reads = f"and {name}.py of pgref {module.RELEASE} reads format {module.FORMAT}: git checkout"
     old = tmp_path / "old-model.pt"  # as the files of pgref 0.1.0: the content alone
     torch.save(read_saved(f"{run_dir}/model.pt"), old)
     line = one_error_line(run_script(f"{name}.py", "--eval-checkpoint", str(old)), name)
-    assert f"has file format 1, and {name}.py reads format {module.FORMAT}" in line and "CHANGELOG.md" in line
+    assert f"was written by pgref 0.1.0 (file format 1), {reads} v0.1.0 reads it" in line, line
     old_checkpoint = tmp_path / "old-checkpoint.pt"  # its pickled objects, which weights_only refuses
     torch.save(read_saved(f"{run_dir}/checkpoint.pt", weights_only=False), old_checkpoint)
     for flag, path in (("--resume", old_checkpoint), ("--eval-checkpoint", old_checkpoint)):
         line = one_error_line(run_script(f"{name}.py", flag, str(path)), name)
-        assert f"has file format 1, and {name}.py reads format {module.FORMAT}" in line, line
+        assert f"(file format 1), {reads} v0.1.0 reads it" in line, line
     tensor = tmp_path / "tensor.pt"  # a file of torch.save that no pgref release wrote
     torch.save(torch.zeros(3), tensor)
-    assert "has file format unknown" in one_error_line(run_script(f"{name}.py", "--eval-checkpoint", str(tensor)), name)
-    box = torch.load(f"{run_dir}/checkpoint.pt", weights_only=True)
-    assert box["format"] == module.FORMAT and len(box["sha256"]) == 64
+    assert one_error_line(run_script(f"{name}.py", "--eval-checkpoint", str(tensor)), name).endswith(
+        "tensor.pt is no model.pt or checkpoint.pt that pgref wrote")
+    data = open(f"{run_dir}/checkpoint.pt", "rb").read()
+    assert data.startswith(b"pgref\n") and data[-32:] == hashlib.sha256(data[:-32]).digest()
+    assert data[:-32].endswith(f"\npgref {module.FORMAT} {module.RELEASE}\n".encode())
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -198,7 +201,7 @@ def test_ctrl_c_names_resume_only_for_a_checkpoint_not_a_model_alone(name, tmp_p
     module = _module(name)
     (tmp_path / "model.pt").write_bytes(b"")
     with pytest.raises(SystemExit):
-        module.interrupted(str(tmp_path), "in training")
+        module.stopped(str(tmp_path), "interrupted in training", 130)
     assert capsys.readouterr().err.strip() == f"{name}.py: interrupted in training; saved: {tmp_path}/model.pt"
 
 

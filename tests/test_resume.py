@@ -122,7 +122,8 @@ def test_an_env_that_does_not_pickle_still_gets_checkpoints_and_resumes_with_new
 
     first = ppo.main(ppo.RunArgs(env_id="Unpicklable-v0", total_timesteps=1024, eval_episodes=0, checkpoint_every=1,
                                  log_dir=log_dir))
-    assert sorted(os.listdir(first["run_dir"]))[:1] == ["checkpoint.pt"] and "checkpoint.tmp" not in os.listdir(first["run_dir"])
+    files = os.listdir(first["run_dir"])
+    assert sorted(files)[:2] == [".lock", "checkpoint.pt"] and "checkpoint.tmp" not in files
     saved = read_saved(f"{first['run_dir']}/checkpoint.pt", weights_only=False)["state"]
     assert "envs" not in saved and "next_obs" not in saved and saved["global_step"] == 1024
     capsys.readouterr()

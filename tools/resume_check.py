@@ -156,6 +156,7 @@ def check(path: Path, flags: list[str]) -> str | None:
         updates = len(whole_updates)
         if updates < 2:
             sys.exit("resume_check.py: error: the run has fewer than 2 updates: give a larger --total-timesteps")
+        module.train = train
         module.train = stopping_at(module, updates // 2)
         try:
             module.main(args(log_dir=f"{tmp}/stopped"))
