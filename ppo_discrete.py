@@ -515,7 +515,7 @@ def load(path, resume):
     and unpickling runs code: resume only runs of your own. model.pt holds tensors, numbers and
     strings, safe to load."""
     if os.path.isdir(path):
-        fail(f"{path} is a folder: give the {'checkpoint' if resume else 'model'}.pt in it")
+        fail(f"{path} is a folder: give the file, <run>/{'checkpoint' if resume else 'model'}.pt")
     try:
         with open(path, "rb") as file:
             data = file.read()

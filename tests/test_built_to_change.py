@@ -157,10 +157,10 @@ def test_load_names_a_folder_a_foreign_file_damage_and_an_older_release(name, tm
                 module.load(str(tmp_path / "file.pt"), resume)
             return stop.value.code.removeprefix(f"{name}.py: error: {tmp_path}/file.pt ")
 
-        with pytest.raises(SystemExit, match=f"{tmp_path} is a folder: give the {kind}.pt in it$"):
+        with pytest.raises(SystemExit, match=f"{tmp_path} is a folder: give the file, <run>/{kind}.pt$"):
             module.load(str(tmp_path), resume)
         buffer = io.BytesIO()
-        torch.save(read_saved(path, weights_only=False), buffer)  # a plain torch.save file
+        torch.save(read_saved(f"{run_dir}/model.pt")["model"], buffer)  # a plain state_dict
         for foreign in (os.urandom(5000), buffer.getvalue(), b""):
             assert cause(foreign) == "is no model.pt or checkpoint.pt that pgref wrote"
         damaged = "is damaged (cut short, or changed since it was written): its SHA-256 is not the one saved with it"
