@@ -381,7 +381,7 @@ def check_args(args):
     if args.batch_size > args.total_timesteps:
         fail(f"--total-timesteps {args.total_timesteps} is less than one batch of --batch-size "
              f"{args.batch_size} steps")
-    video = {"render_mode": "rgb_array"} if args.capture_video else {}  # Checked now, not after
+    video = {"render_mode": "rgb_array"} if args.capture_video else {}  # Checked before training.
     try:
         env = make_env(args.env_id, **video)
     except (gym.error.Error, ImportError) as error:  # Gymnasium's message says why.
@@ -455,7 +455,8 @@ def load(path, resume):
         fail(f"{path}: {error.strerror}")
     content, framed, trailer = data[:-32].rpartition(b"\npgref ")
     framed = framed or data.startswith(b"pgref\n")  # One flipped byte leaves one of the two.
-    # The files of pgref 0.2.0 and 0.1.0 are not framed. Their first key tells them.
+    # The files of pgref 0.2.0 and 0.1.0 are not framed. A key near their start tells them:
+    # "sha256" in format 2's envelope (checked first), "script" in format 1's content.
     old = [v for k, v in {b"sha256": "2 0.2.0", b"script": "1 0.1.0"}.items() if k in data[:999]]
     if not (framed or old):
         fail(f"{path} is no model.pt or checkpoint.pt that pgref wrote")
@@ -602,7 +603,7 @@ def main(args: RunArgs | None = None) -> dict:
     # The env id without the module of module:EnvId: no ':' in a folder name.
     name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
     folder = os.path.dirname(os.path.abspath(path)) if saved else f"{args.log_dir}/{name}"
-    global LOCK  # One writer a folder, one folder a process: a new run lets the last one go.
+    global LOCK  # A run locks its folder. A new run in this process unlocks the last one's.
     try:
         try:
             os.makedirs(folder, exist_ok=bool(saved))
@@ -702,7 +703,7 @@ def main(args: RunArgs | None = None) -> dict:
         state = train(args, writer, hook)
     except FloatingPointError as error:  # A guard rail: the env's step, a NaN or inf.
         stopped(folder, f"{args.env_id}: {error}, in training")
-    except OSError as error:  # The run folder, deleted or full.
+    except OSError as error:  # Mostly the run folder, deleted or full.
         stopped(folder, f"cannot write {folder}: {error.strerror}, in training")
     except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM (`interrupt`)
         stopped(folder, *interrupted(error, "in training"))

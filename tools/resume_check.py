@@ -3,7 +3,7 @@
     python tools/resume_check.py ppo_discrete.py
     python tools/resume_check.py my_ppo.py --env-id CartPole-v1 --total-timesteps 8192
 
-It trains the script twice in this process, in temporary folders, with the flags given (by
+It trains the script three times in this process, in temporary folders, with the flags given (by
 default --total-timesteps 20000 --eval-episodes 2) and always --checkpoint-every 1, so that every
 update leaves a checkpoint. The first run goes through
 uninterrupted. The second is stopped by a Ctrl-C after half of its updates and then goes on with
@@ -124,7 +124,8 @@ def kind(parted: bool) -> str:
 
 def check(path: Path, flags: list[str]) -> str | None:
     """The first update after which an uninterrupted run and a stopped-and-resumed one part, with
-    the kind of state it points to and the first value that differs, or None."""
+    the kind of state it points to and the first value that differs. Where every update agrees,
+    the first value of the final states (or the evaluation) that differs. Else None."""
     module = import_script(path)
     given = {a.split("=")[0].removeprefix("--").replace("-", "_") for a in flags if a.startswith("--")}
     defaults = {k: v for k, v in SHORT.items() if k not in given}
@@ -175,7 +176,7 @@ def check(path: Path, flags: list[str]) -> str | None:
             difference = first_difference(a, b, "state()")
             if difference:
                 parted = first_difference(a, reseeded_updates[update - first], "") is not None
-                after = "the first after the resume" if update == first else f"{update - first + 1}th after the resume"
+                after = "the first after the resume" if update == first else f"the first after the resume was {first}"
                 return (f"the runs part in update {update} of {updates}, {after}: {kind(parted)}. The first "
                         f"value that differs: {difference} (resumed against uninterrupted)")
         for name in whole:
