@@ -197,7 +197,7 @@ def surrogate(ratio, advantages, clip_coef):
 
 def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns, entropy,
              clip_coef: float, clip_vloss: bool, ent_coef: float, vf_coef: float):
-    """The PPO loss of actor and critic on B steps, to minimise (Schulman et al. 2017, eq. 9)."""
+    """The PPO loss to minimise (Schulman et al. 2017, eq. 9), and stats that carry no gradient."""
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
     ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
@@ -218,11 +218,11 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
         # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old. k3 is unbiased and ≥ 0.
         # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
         # clipfrac is the share of samples with |r − 1| > ε. Some of them still give a gradient.
-        stats = {
+        stats = {key: value.detach() for key, value in {  # For the log only.
             "policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy_loss,
             "old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),
             "clipfrac": ((ratio - 1.0).abs() > clip_coef).float().mean(),
-        }
+        }.items()}
     return loss, stats
 
 
