@@ -32,6 +32,20 @@ def read_saved(path, weights_only: bool = True):
     return torch.load(io.BytesIO(data[6:data.rindex(b"\npgref ")]), weights_only=weights_only)
 
 
+def one_error_line(out: subprocess.CompletedProcess, script: str) -> str:
+    """The run failed with exit code 1 and one line of the shape every error has."""
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 1 and len(lines) == 1, out.stderr
+    assert lines[0].startswith(f"{script.removesuffix('.py')}.py: error: "), lines[0]
+    return lines[0]
+
+
+def trained(module, tmp_path, **overrides) -> str:
+    """The folder of a short run of `module` that saved its model and a checkpoint."""
+    args = short_args(module, str(tmp_path), save_model=True, checkpoint_every=1, **overrides)
+    return module.main(args)["run_dir"]
+
+
 def run_folder(log_dir) -> str:
     (folder,) = glob.glob(f"{log_dir}/*/")  # the run's one folder
     return folder

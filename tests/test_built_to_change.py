@@ -16,15 +16,9 @@ import tomllib
 
 import pytest
 import torch
-from conftest import ROOT, SCRIPTS, _module, read_saved, short_args
+from conftest import ROOT, SCRIPTS, _module, one_error_line, read_saved, trained
 
 PYTHON = sys.executable
-
-
-def trained(module, tmp_path, **overrides) -> str:
-    """The folder of a short run of `module` that saved its model and a checkpoint."""
-    args = short_args(module, str(tmp_path / "runs"), save_model=True, checkpoint_every=1, **overrides)
-    return module.main(args)["run_dir"]
 
 
 def start(script, *flags, cwd=ROOT, pythonpath=None):
@@ -44,13 +38,6 @@ def last_line(out: subprocess.CompletedProcess, code: int) -> str:
     """The one line a stop ends with, and no traceback."""
     assert out.returncode == code and "Traceback" not in out.stderr, (out.returncode, out.stderr)
     return out.stderr.strip().splitlines()[-1]
-
-
-def one_error(out: subprocess.CompletedProcess, script: str) -> str:
-    lines = out.stderr.strip().splitlines()
-    assert out.returncode == 1 and len(lines) == 1, out.stderr
-    assert lines[0].startswith(f"{script}.py: error: "), lines[0]
-    return lines[0]
 
 
 def refusal(module, **args) -> str:
@@ -134,7 +121,7 @@ def test_a_checkpoint_whose_env_module_cannot_be_imported_is_named_so(tmp_path):
               "--checkpoint-every", 1, "--eval-episodes", 0, "--log-dir", tmp_path, pythonpath=own)
     assert out.returncode == 0, out.stderr
     (checkpoint,) = glob.glob(f"{tmp_path}/*/checkpoint.pt")
-    line = one_error(run(ROOT / "ppo_discrete.py", "--resume", checkpoint), "ppo_discrete")
+    line = one_error_line(run(ROOT / "ppo_discrete.py", "--resume", checkpoint), "ppo_discrete")
     assert line.endswith(f"{checkpoint} needs the module own_env, which Python cannot import from here: "
                          "run in its folder, or add that folder to PYTHONPATH"), line
     assert run(ROOT / "ppo_discrete.py", "--resume", checkpoint, "--total-timesteps", 2048,
@@ -213,7 +200,7 @@ def test_an_env_that_raises_mid_run_ends_in_one_line_with_the_resume_command(tmp
                                             ("/sys/pgref", "Operation not permitted")])
 def test_a_log_folder_that_cannot_be_written_is_refused_before_training(log_dir, cause):
     out = run(ROOT / "reinforce.py", "--log-dir", log_dir)
-    assert one_error(out, "reinforce").startswith(f"reinforce.py: error: cannot write the run folder {log_dir}/")
+    assert one_error_line(out, "reinforce").startswith(f"reinforce.py: error: cannot write the run folder {log_dir}/")
     assert f": {cause}; give a --log-dir you can write" in out.stderr and not out.stdout
 
 
@@ -253,7 +240,7 @@ def test_a_folder_in_use_is_refused_and_a_refused_resume_writes_nothing(name, tm
 def test_capture_video_on_an_env_that_cannot_render_is_refused_before_training(tmp_path):
     out = run(ROOT / "ppo_discrete.py", "--env-id", "own_env:PointGrid-v0", "--capture-video", "--log-dir",
               tmp_path, pythonpath=ROOT / "tests")
-    assert "render_mode" in one_error(out, "ppo_discrete") and not os.listdir(tmp_path)
+    assert "render_mode" in one_error_line(out, "ppo_discrete") and not os.listdir(tmp_path)
 
 
 def test_a_long_evaluation_prints_its_progress(tmp_path, monkeypatch, capsys):

@@ -13,7 +13,18 @@ import tomllib
 
 import pytest
 import torch
-from conftest import ROOT, SCRIPTS, SHORT_RUNS, _module, evaluate_checkpoint, read_saved, run_script, short_args
+from conftest import (
+    ROOT,
+    SCRIPTS,
+    SHORT_RUNS,
+    _module,
+    evaluate_checkpoint,
+    one_error_line,
+    read_saved,
+    run_script,
+    short_args,
+    trained,
+)
 
 sys.path.insert(0, str(ROOT / "tools"))
 from resume_check import stopping_at  # noqa: E402
@@ -26,20 +37,6 @@ def run_own_env(script: str, *flags: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=str(ROOT / "tests"))
     return subprocess.run([sys.executable, str(ROOT / script), *flags], capture_output=True, text=True,
                           timeout=120, env=env)
-
-
-def one_error_line(out: subprocess.CompletedProcess, script: str) -> str:
-    """The run failed with exit code 1 and one line of the shape every error has."""
-    lines = out.stderr.strip().splitlines()
-    assert out.returncode == 1 and len(lines) == 1, out.stderr
-    assert lines[0].startswith(f"{script.removesuffix('.py')}.py: error: "), lines[0]
-    return lines[0]
-
-
-def trained(module, tmp_path, **overrides) -> str:
-    """The folder of a short run of `module` that saved its model and a checkpoint."""
-    args = short_args(module, str(tmp_path), save_model=True, checkpoint_every=1, **overrides)
-    return module.main(args)["run_dir"]
 
 
 def interrupt_at_update(monkeypatch, module, update: int | None = None, evaluation: bool = False):
