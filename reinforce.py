@@ -600,8 +600,9 @@ def main(args: RunArgs | None = None) -> dict:
     # Each run gets its own folder, even where another run took its name. A resumed run reopens
     # its checkpoint's folder. There TensorBoard drops what was logged after the checkpoint, and
     # the run logs it again.
-    # The env id without the module of module:EnvId: no ':' in a folder name.
-    name = f"{args.env_id.rpartition(':')[2]}__{args.exp_name}__{args.seed}__{int(time.time())}"
+    # The env id without the module of module:EnvId, and one folder: no ':' or '/' in its name.
+    env_name = re.sub(r"[^\w.-]", "-", args.env_id.rpartition(":")[2])
+    name = f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}"
     folder = os.path.dirname(os.path.abspath(path)) if saved else f"{args.log_dir}/{name}"
     global LOCK  # A run locks its folder. A new run in this process unlocks the last one's.
     try:
@@ -674,7 +675,8 @@ def main(args: RunArgs | None = None) -> dict:
     def save(state):
         """Write model.pt (with --save-model) and checkpoint.pt (with --checkpoint-every), and
         flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags. Box2D
-        and MuJoCo envs pickle as the arguments that made them (EzPickle), not as their state.
+        and MuJoCo envs pickle as the arguments that made them (EzPickle), not as their state,
+        unless a wrapper pickles their state and says so (`pickles_state`).
         Some envs do not pickle at all, such as one with a lambda in a wrapper. Those envs and
         their observations are left out, and a resumed run begins new episodes."""
         writer.flush()
@@ -685,7 +687,9 @@ def main(args: RunArgs | None = None) -> dict:
             return
         envs = state["envs"].env  # Without the EnvGuard.
         without_envs = {k: v for k, v in state.items() if k not in ("envs", "next_obs")}
-        exact = not isinstance(envs.unwrapped.envs[0].unwrapped, gym.utils.EzPickle)
+        first = envs.unwrapped.envs[0]
+        exact = first.has_wrapper_attr("pickles_state") or not isinstance(
+            first.unwrapped, gym.utils.EzPickle)
         for kept in [dict(state, envs=envs)] * exact + [without_envs]:
             try:  # Without the envs where they do not pickle.
                 return write({"script": SCRIPT, "args": asdict(args), "state": kept},

@@ -225,3 +225,21 @@ PPO_PAPER_FIGURE3 = {  # env: (PPO-clip, TRPO, A2C)
     "InvertedDoublePendulum-v4": ("~8000", "~200", "~7100"), "InvertedPendulum-v4": ("~1000", "~1000", "~1000"),
     "Reacher-v4": ("~-7", "~-115", "~-24"), "Swimmer-v4": ("~108", "~121", "~31"),
     "Walker2d-v4": ("~3460", "~1100", "~850")}
+
+# Pixels (issue 71). MinAtar: ppo_atari.py at its defaults (the PPO paper's Atari settings) on the
+# five games, 2M steps (1,953 batches of 1,024) and 3 seeds each. Beside it, ppo_discrete.py on the
+# same frames flattened into vectors (benchmarks/flat_minatar.py), with the same batches, epochs,
+# clip and loss weights and two hidden layers of 128 units. It cannot decay ε as ppo_atari.py does.
+MINATAR_GAMES = ["Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"]
+TWO_MILLION = ["--total-timesteps", "2000000"]
+FLAT_AS_ATARI = TWO_MILLION + ["--num-envs", "8", "--num-steps", "128", "--update-epochs", "3",
+                               "--clip-coef", "0.1", "--vf-coef", "1.0", "--hidden-size", "128"]
+SUITES["minatar"] = (
+    [("ppo_atari", f"MinAtar/{game}-v1", TWO_MILLION, THREE_SEEDS) for game in MINATAR_GAMES]
+    + [("ppo_discrete", f"benchmarks.flat_minatar:MinAtarFlat/{game}-v1", FLAT_AS_ATARI, THREE_SEEDS)
+       for game in MINATAR_GAMES])
+# Atari at 2M frames (500k steps), 2 seeds, with CleanRL's ppo_atari.py settings (ppo2's): 4
+# epochs, c₁ 0.5, a constant ε, for the side-by-side with CleanRL's file on this machine.
+CLEANRL_ATARI = ["--total-timesteps", "500000", "--update-epochs", "4", "--vf-coef", "0.5",
+                 "--no-anneal-clip"]
+SUITES["atari"] = [("ppo_atari", f"ALE/{game}-v5", CLEANRL_ATARI, [1, 2]) for game in ("Breakout", "Pong")]

@@ -49,7 +49,7 @@ SUMMARY_COLUMNS = ["algo", "env_id", "variant", "seed", "total_timesteps", "fina
 
 
 def run_id(script: str, env_id: str, seed: int, variant: str | None = None) -> str:
-    env_id = env_id.rpartition(":")[2]  # module:EnvId: the id alone, no ':' in a folder name
+    env_id = env_id.rpartition(":")[2].replace("/", "-")  # module:EnvId: the id alone, one folder
     return f"{script}__{env_id}__{variant}__seed{seed}" if variant else f"{script}__{env_id}__seed{seed}"
 
 
