@@ -91,12 +91,14 @@ def is_ale(env_id: str) -> bool:
 
 def make_env(env_id: str, train: bool = False, **kwargs) -> gym.Env:
     """The one place where an environment is made: training (`train`), evaluation and the checks
-    call it. Every episode is cut at 108,000 frames, ALE's own limit."""
+    call it. An env with no time limit of its own is cut at 108,000 frames, ALE's limit."""
     if env_id.startswith("MinAtar/") and env_id not in gym.registry:
         import minatar.gym  # MinAtar registers its games with Gymnasium when asked to.
         minatar.gym.register_envs()
     if not is_ale(env_id):  # MinAtar: (10, 10, C) frames of 0/1, a channel per kind of object.
-        env = gym.make(env_id, max_episode_steps=108_000, **kwargs)
+        env = gym.make(env_id, **kwargs)
+        if env.spec.max_episode_steps is None:  # MinAtar's games
+            env = gym.wrappers.TimeLimit(env, 108_000)
         env = gym.wrappers.RecordEpisodeStatistics(env, stats_key="game")
         space = env.observation_space  # Channels first, as torch's convolutions take them.
         if len(space.shape) != 3:  # Not an image: check_args refuses it.
@@ -564,8 +566,10 @@ def check_args(args):
     video = {"render_mode": "rgb_array"} if args.capture_video else {}  # Checked before training.
     try:
         env = make_env(args.env_id, **video)
-    except ImportError as error:  # ALE's or MinAtar's package is missing.
-        fail(f"--env-id {args.env_id} needs {error.name}: pip install {error.name.replace('_', '-')}")
+    except ImportError as error:  # ALE's or MinAtar's package, or an env of your own's module.
+        package = {"ale_py": "ale-py", "minatar": "minatar"}.get(error.name)
+        fail(f"--env-id {args.env_id}: " + (f"needs {error.name}: pip install {package}" if package
+                                            else f"{error} (an env of your own is module:EnvId)"))
     except gym.error.Error as error:  # Gymnasium's message says why.
         fail(f"--env-id {args.env_id}: {error} (an env of your own is given as module:EnvId)")
     except TypeError as error:  # An env of your own whose __init__ takes no render_mode.

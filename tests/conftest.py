@@ -128,7 +128,24 @@ class TickEndsEnv(TickEnv):
         return obs, reward, self.t == TICK_LIMIT, truncated, info
 
 
+class TickImageEnv(TickEnv):
+    """TickEnv seen as an image, for ppo_atari.py: (t, 1) in each pixel of a 3×3 frame."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gym.spaces.Box(0, 255, (3, 3, 2), np.uint8)
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed)
+        return np.broadcast_to(obs.astype(np.uint8), (3, 3, 2)).copy(), info
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return (np.broadcast_to(obs.astype(np.uint8), (3, 3, 2)).copy(), *rest)
+
+
 TICK_LIMIT = 5
+gym.register("TickImage-v0", entry_point=TickImageEnv, max_episode_steps=TICK_LIMIT)
 gym.register("TickDiscrete-v0", entry_point=TickEnv, max_episode_steps=TICK_LIMIT)
 gym.register("TickContinuous-v0", entry_point=TickEnv, max_episode_steps=TICK_LIMIT, kwargs={"continuous": True})
 gym.register("TickEndsDiscrete-v0", entry_point=TickEndsEnv)
@@ -173,10 +190,15 @@ SHORT_RUNS = {
     "trpo": dict(env_id="CartPole-v1", num_steps=256, vf_iters=5, total_timesteps=4096, eval_episodes=0),
     "reinforce": dict(env_id="CartPole-v1", batch_size=1000, total_timesteps=4096, eval_episodes=0),
     "ppo_recurrent": dict(env_id="CartPoleNoVel-v1", total_timesteps=2048, eval_episodes=0),
+    "ppo_atari": dict(env_id="MinAtar/Breakout-v1", num_envs=2, num_steps=64, total_timesteps=1024,
+                      eval_episodes=0),
 }
 SCRIPTS = sorted(SHORT_RUNS)  # module names
-PPO_SCRIPTS = ["ppo_continuous", "ppo_discrete"]
-GAE_SCRIPTS = ["ppo_continuous", "ppo_discrete", "trpo", "vpg"]  # the scripts with a critic and GAE
+# The scripts that take vector observations: every script but ppo_atari.py, which takes images.
+# The tests on small vector envs of one's own (own_env.py) run on these.
+VECTOR_SCRIPTS = [name for name in SCRIPTS if name != "ppo_atari"]
+PPO_SCRIPTS = ["ppo_continuous", "ppo_discrete", "ppo_atari"]
+GAE_SCRIPTS = ["ppo_continuous", "ppo_discrete", "trpo", "vpg", "ppo_atari"]  # a critic and GAE
 
 
 def _module(name: str):

@@ -35,6 +35,8 @@ RUNS = [  # (script, flags): each script's defaults on a short budget, several u
     ("ppo_continuous", dict(env_id="HalfCheetah-v4", total_timesteps=4096)),
     ("ppo_recurrent", dict(env_id="CartPoleNoVel-v1", total_timesteps=4096)),
     ("ppo_recurrent", dict(env_id="PendulumNoVel-v1", total_timesteps=4096)),
+    ("ppo_atari", dict(env_id="MinAtar/Breakout-v1", total_timesteps=16_384)),
+    ("ppo_atari", dict(env_id="ALE/Pong-v5", total_timesteps=2048, num_envs=2)),
 ]
 
 

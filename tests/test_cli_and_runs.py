@@ -21,6 +21,7 @@ HELP_PHRASES = {
     "trpo.py": ["discount factor γ", "GAE λ", "δ, the trust region", "added to the Fisher matrix"],
     "reinforce.py": ["discount factor γ", "Adam step size α of the policy", "complete episodes"],
     "ppo_recurrent.py": ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "minibatches per epoch"],
+    "ppo_atari.py": ["discount factor γ", "GAE λ", "ε of the clipped surrogate", "decay the clip ε"],
 }
 
 
@@ -75,13 +76,19 @@ OWN_BAD_INPUT = [
     ("trpo.py", ["--cg-damping", "0"], "--cg-damping"),
     ("trpo.py", ["--max-kl", "-0.01"], "--max-kl"),
     ("reinforce.py", ["--batch-size", "0"], "--batch-size"),
+    ("ppo_atari.py", ["--env-id", "CartPole-v1"], "the script takes images (C, H, W): for vectors use ppo_discrete.py"),
+    ("ppo_atari.py", ["--env-id", "FrozenLake-v1"], "has observations Discrete(16); the script takes images"),
+    ("ppo_atari.py", ["--num-minibatches", "7"], "--num-minibatches 7 does not divide the batch"),
 ] + [(p, ["--env-id", "FrozenLake-v1"], "wrap the env in gym.wrappers.FlattenObservation(env)")
-       for p in PATHS if p != "ppo_continuous.py"]
+       for p in PATHS if p not in ("ppo_continuous.py", "ppo_atari.py")]
 
 
-# (trpo.py has no --learning-rate: δ takes its place)
+# (trpo.py has no --learning-rate: δ takes its place. ppo_atari.py has no --hidden-size: its
+# networks are those of their papers.)
 @pytest.mark.parametrize("path,flags,message", [(p, f, m) for p in PATHS for f, m in BAD_INPUT
-                                                if (p, f[0]) != ("trpo.py", "--learning-rate")] + OWN_BAD_INPUT)
+                                                if (p, f[0]) not in [("trpo.py", "--learning-rate"),
+                                                                     ("ppo_atari.py", "--hidden-size")]]
+                         + OWN_BAD_INPUT)
 def test_bad_input_fails_fast_with_one_line(path, flags, message, tmp_path):
     result = run_script(path, *flags, "--log-dir", str(tmp_path), timeout=60)
     assert result.returncode != 0
@@ -108,7 +115,7 @@ OWN_TAGS = {"ppo_discrete": PPO_TAGS | {"losses/policy_loss"}, "ppo_continuous":
             "reinforce": {"losses/policy_loss", "charts/batch_fraction"},
             "trpo": {"losses/kl", "losses/backtracks", "losses/value_loss",
                      "losses/explained_variance"},
-            "ppo_recurrent": PPO_TAGS | {"losses/policy_loss"}}
+            "ppo_recurrent": PPO_TAGS | {"losses/policy_loss"}, "ppo_atari": PPO_TAGS | {"losses/policy_loss"}}
 
 
 def test_tensorboard_logs_every_tag(script, log_dir):
@@ -139,6 +146,8 @@ def start_and_wait_for_first_update(path: str, tmp_path, *flags) -> subprocess.P
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first_line = proc.stdout.readline()
+    if path == "ppo_atari.py":  # Its first line says what it made of the env, before training.
+        first_line = proc.stdout.readline()
     assert first_line.startswith("step"), first_line
     return proc
 

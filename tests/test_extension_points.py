@@ -18,6 +18,7 @@ CHECK_FLAGS = {
     "trpo": ["--num-steps", "256", "--vf-iters", "5", "--total-timesteps", "6144"],
     "ppo_discrete": ["--total-timesteps", "4096"],
     "ppo_recurrent": ["--total-timesteps", "2048", "--update-epochs", "2"],
+    "ppo_atari": ["--env-id", "MinAtar/Breakout-v1", "--total-timesteps", "3072"],
     "ppo_continuous": ["--env-id", "Pendulum-v1", "--num-steps", "512", "--num-minibatches", "8",
                        "--update-epochs", "2", "--total-timesteps", "4096"],
 }

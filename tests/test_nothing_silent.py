@@ -17,6 +17,7 @@ from conftest import (
     ROOT,
     SCRIPTS,
     SHORT_RUNS,
+    VECTOR_SCRIPTS,
     _module,
     evaluate_checkpoint,
     one_error_line,
@@ -126,8 +127,8 @@ def test_a_collapsed_policy_is_named_at_its_update(tmp_path):
 def test_a_healthy_run_never_warns_of_a_collapse(name, tmp_path, capsys):
     module = _module(name)
     steps = {"reinforce": 20_000, "vpg": 20_000, "trpo": 20_000, "ppo_discrete": 20_480, "ppo_continuous": 8192,
-             "ppo_recurrent": 20_480}
-    env_id = "HalfCheetah-v4" if name == "ppo_continuous" else "CartPole-v1"
+             "ppo_recurrent": 20_480, "ppo_atari": 20_480}
+    env_id = {"ppo_continuous": "HalfCheetah-v4", "ppo_atari": "MinAtar/Breakout-v1"}.get(name, "CartPole-v1")
     module.main(module.RunArgs(env_id=env_id, total_timesteps=steps[name], eval_episodes=0, log_dir=str(tmp_path)))
     assert "collapsed" not in capsys.readouterr().err
 
@@ -211,7 +212,7 @@ def test_the_project_version_is_the_changelogs_latest():
 
 
 # 10. Action spaces no script handles are named as unsupported, without a circular hint.
-@pytest.mark.parametrize("script", SCRIPT_FILES)
+@pytest.mark.parametrize("script", [f"{name}.py" for name in VECTOR_SCRIPTS])  # own_env's are vectors
 def test_multidiscrete_actions_are_named_unsupported(script):
     out = run_own_env(script, "--env-id", "own_env:PointMultiDiscrete-v0")
     line = one_error_line(out, script)

@@ -16,7 +16,7 @@ import numpy as np
 import own_env  # noqa: F401  (registers Point-v0 and its kin in this process too)
 import pytest
 import torch
-from conftest import ROOT, SCRIPTS, evaluate_checkpoint, read_saved, run_script, short_args
+from conftest import ROOT, VECTOR_SCRIPTS, evaluate_checkpoint, read_saved, run_script, short_args
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 # Each script on the env of its action space: the discrete-only PPO on the grid, the others on
@@ -37,7 +37,7 @@ def eval_line(stdout: str) -> str:
     return line
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", VECTOR_SCRIPTS)
 def test_module_env_id_trains_and_its_checkpoint_evaluates_in_a_fresh_process(name, tmp_path):
     """The script copied alone beside the env's module, as a researcher would: `--env-id
     own_env:<Id>` trains a wider network (--hidden-size 32), and `--eval-checkpoint`, in a new
@@ -88,6 +88,7 @@ def test_env_ids_that_cannot_be_made_get_one_line(env_id, message, script):
         script.check_args(script.RunArgs(env_id=env_id))
 
 
+@pytest.mark.parametrize("script", VECTOR_SCRIPTS, indirect=True)
 def test_a_wrapper_in_make_env_reaches_the_checks_training_and_evaluation(script, log_dir, monkeypatch):
     """The one factory: every env the script makes comes from `make_env`, so a time limit of 7
     steps added there ends every episode of training and of the evaluation."""
@@ -117,6 +118,7 @@ def test_a_wrapper_in_make_env_reaches_the_checks_training_and_evaluation(script
     assert len(result["eval_returns"]) == 2 and lengths and max(lengths) <= 7
 
 
+@pytest.mark.parametrize("script", VECTOR_SCRIPTS, indirect=True)
 def test_a_checkpoint_that_no_longer_fits_the_networks_is_refused_in_one_line(script, log_dir, tmp_path):
     result = script.main(short_args(script, log_dir, hidden_size=16, save_model=True, eval_episodes=1))
     path = os.path.join(result["run_dir"], "model.pt")
@@ -147,6 +149,7 @@ VARIANTS = {"ppo_discrete": ("Acrobot-v1", "MountainCar-v0"), "ppo_continuous": 
             "reinforce": ("Acrobot-v1", "MountainCar-v0"), "ppo_recurrent": ("Acrobot-v1", "MountainCar-v0")}
 
 
+@pytest.mark.parametrize("script", VECTOR_SCRIPTS, indirect=True)
 def test_env_id_given_with_eval_checkpoint_is_evaluated_on_or_refused(script, log_dir, capsys):
     """--env-id with --eval-checkpoint: a variant of the env (here CartPole's spaces in a
     re-registered CartPole with a shorter limit) is evaluated on; an env whose spaces do not fit
@@ -251,6 +254,7 @@ def test_cuda_without_a_gpu_is_an_error(script, monkeypatch):
 
 
 @pytest.mark.parametrize("version", ["1.4.0", "1.10.0", "2.0.0rc1"])
+@pytest.mark.parametrize("script", VECTOR_SCRIPTS, indirect=True)
 def test_gymnasium_1_4_and_newer_are_accepted(script, monkeypatch, version):
     monkeypatch.setattr(gym, "__version__", version)
     script.check_args(script.RunArgs(env_id="CartPole-v1" if script.__name__ != "ppo_continuous" else "Pendulum-v1"))
@@ -292,6 +296,7 @@ def kind(script) -> str:
     return "Discrete" if script.__name__ == "ppo_discrete" else "Continuous"
 
 
+@pytest.mark.parametrize("script", VECTOR_SCRIPTS, indirect=True)
 def test_a_dict_observation_is_refused_with_flatten_observation_and_an_image_as_out_of_scope(script):
     with pytest.raises(SystemExit, match=r"wrap the env in gym\.wrappers\.FlattenObservation\(env\)$") as refused:
         script.check_args(script.RunArgs(env_id=f"DictPoint{kind(script)}-v0"))
@@ -313,6 +318,7 @@ def test_actions_of_the_wrong_kind_get_no_hint_that_does_not_apply():
         ppo_continuous.check_args(ppo_continuous.RunArgs(env_id="CartPole-v1"))
 
 
+@pytest.mark.parametrize("script", VECTOR_SCRIPTS, indirect=True)
 def test_an_env_with_no_time_limit_gets_a_warning_before_training(script, capsys):
     """Every script, reinforce.py included, warns in one line before training; with a limit, no warning."""
     endless = "PointGridEndless-v0" if script.__name__ == "ppo_discrete" else "PointEndless-v0"

@@ -10,7 +10,8 @@ from conftest import nearly_equal_like, short_args
 
 def tick_run(module, log_dir, **overrides):
     """One 12-step iteration of 2 Tick envs (time limit 5), the env of the script's action kind."""
-    env_id = "TickContinuous-v0" if module.__name__ == "ppo_continuous" else "TickDiscrete-v0"
+    env_id = {"ppo_continuous": "TickContinuous-v0", "ppo_atari": "TickImage-v0"}.get(module.__name__,
+                                                                                  "TickDiscrete-v0")
     extra = {} if module.__name__ in ("vpg", "trpo") else {"num_minibatches": 2}
     module.main(short_args(module, log_dir, env_id=env_id, num_envs=2, num_steps=12, total_timesteps=24,
                             **extra, **overrides))
@@ -39,7 +40,8 @@ def test_values_handed_to_gae_are_the_critics_values_of_the_observations_acted_o
     def spy_gae(rewards, values, *rest):
         if not seen:  # the first rollout, before its update changed the critic
             with torch.no_grad():
-                seen.append((values.clone(), agents[0].get_value(torch.stack(acted_on[:12]))))
+                acted = torch.stack(acted_on[:12])  # (T, N, ...): one value each
+                seen.append((values.clone(), agents[0].get_value(acted.flatten(0, 1)).reshape(12, -1)))
         return real_gae(rewards, values, *rest)
 
     monkeypatch.setattr(module, "Agent", RecordingAgent)

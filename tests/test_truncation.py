@@ -7,7 +7,7 @@ import glob
 
 import pytest
 import torch
-from conftest import SCRIPTS, TICK_LIMIT, _module, short_args
+from conftest import TICK_LIMIT, VECTOR_SCRIPTS, _module, short_args
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import ppo_continuous
@@ -93,7 +93,7 @@ def test_no_bootstrap_truncation_keeps_a_termination_a_termination(module, monke
 
 
 @pytest.mark.parametrize("env_id", ["TickDiscrete-v0", "TickContinuous-v0", "TickEndsDiscrete-v0", "TickEndsContinuous-v0"])
-@pytest.mark.parametrize("name", SCRIPTS)
+@pytest.mark.parametrize("name", VECTOR_SCRIPTS)  # TickEnv's observations are vectors
 def test_every_episode_is_logged_with_its_true_length_and_return(name, env_id, log_dir):
     """Every episode lasts TICK_LIMIT steps at reward 1, cut by a time limit (Tick) or
     terminated (TickEnds), and every one is logged so, the first of each env and all after it.
