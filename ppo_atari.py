@@ -1,15 +1,15 @@
 """Proximal policy optimisation (PPO-clip) from pixels: Atari games and MinAtar, in one file.
 
     PPO-clip on images, one iteration of `train`:
-    0. Each env turns its screens into the network's input (`make_env`). An ALE game gets DQN's
+    1. Each env turns its screens into the network's input (`make_env`). An ALE game gets DQN's
        preprocessing: 84×84 grayscale frames, 4 of them stacked. A MinAtar game gives its 10×10
-       grid as it is. In training, a lost life ends the episode and rewards are clipped to ±1.
-    1. Step the N envs T times with π_θ. Store obs (as uint8), a, r, V(s) and log π_θ_old(a|s).
-    2. At a truncation, store V(final obs) to bootstrap the cut episode (`final_values`).
-    3. Bootstrap the batch's end with V(s_T). Compute the GAE-λ advantages Â (`compute_gae`).
-    4. For K epochs, shuffle the batch into minibatches. On each, normalise Â, then take one Adam
+       grid. In training on an ALE game, a lost life ends the episode and rewards become signs.
+    2. Step the N envs T times with π_θ. Store obs (as uint8), a, r, V(s) and log π_θ_old(a|s).
+    3. At a truncation, store V(final obs) to bootstrap the cut episode (`final_values`).
+    4. Bootstrap the batch's end with V(s_T). Compute the GAE-λ advantages Â (`compute_gae`).
+    5. For K epochs, shuffle the batch into minibatches. On each, normalise Â, then take one Adam
        step on the loss (`ppo_loss`). The step size α and the clip ε decay with the iterations.
-    5. Log each loss as its mean over all the update's minibatches (`--- log ---`).
+    6. Log each loss as its mean over all the update's minibatches (`--- log ---`).
 
     python ppo_atari.py --env-id ALE/Breakout-v5             # Breakout, 10M steps (40M frames)
     python ppo_atari.py --env-id MinAtar/Breakout-v1         # MinAtar's Breakout, 10×10 frames
@@ -45,7 +45,7 @@ class Args:
     anneal_lr: bool = True
     """decay the step size linearly from α to α/I in the last of I iterations"""
     anneal_clip: bool = True
-    """decay the clip ε as the step size decays, as the PPO paper's Atari runs do"""
+    """decay the clip ε linearly to ε/I, as the PPO paper does on Atari, even with --no-anneal-lr"""
     update_epochs: int = 3
     """K, passes over each batch"""
     num_minibatches: int = 4
@@ -91,7 +91,8 @@ def is_ale(env_id: str) -> bool:
 
 def make_env(env_id: str, train: bool = False, **kwargs) -> gym.Env:
     """The one place where an environment is made: training (`train`), evaluation and the checks
-    call it. An env with no time limit of its own is cut at 108,000 frames, ALE's limit."""
+    call it. An ALE game is cut at 108,000 frames (27,000 steps), as ALE cuts it. An env with no
+    time limit of its own, such as a MinAtar game, is cut at 108,000 steps."""
     if env_id.startswith("MinAtar/") and env_id not in gym.registry:
         import minatar.gym  # MinAtar registers its games with Gymnasium when asked to.
         minatar.gym.register_envs()
@@ -103,7 +104,8 @@ def make_env(env_id: str, train: bool = False, **kwargs) -> gym.Env:
         space = env.observation_space  # Channels first, as torch's convolutions take them.
         if len(space.shape) != 3:  # Not an image: check_args refuses it.
             return env
-        space = gym.spaces.Box(0, 1, (space.shape[2], *space.shape[:2]), space.dtype)
+        space = gym.spaces.Box(np.moveaxis(space.low, 2, 0), np.moveaxis(space.high, 2, 0),
+                               dtype=space.dtype)
         return gym.wrappers.TransformObservation(env, functools.partial(np.moveaxis, source=2,
                                                                          destination=0), space)
     import ale_py  # Its import registers ALE's games with Gymnasium.
@@ -113,8 +115,9 @@ def make_env(env_id: str, train: bool = False, **kwargs) -> gym.Env:
                    max_episode_steps=108_000, **kwargs)
     # info["game"] holds the game's score at its end: all lives, rewards before any clipping.
     env = SaveALEState(gym.wrappers.RecordEpisodeStatistics(env, stats_key="game"))
-    # Up to 30 no-ops at reset; repeat each action 4 frames, with the max of the last two
-    # frames as the observation (sprites flicker); 84×84 grayscale.
+    # 1 to 30 no-ops at reset, their number drawn by the env's generator. Each action is repeated
+    # for 4 frames. The observation is the max of the last two, since sprites flicker. Frames are
+    # 84×84 grayscale.
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
     if train:
         env = EpisodicLife(env)
@@ -144,7 +147,7 @@ class SaveALEState(gym.Wrapper):
 
 class EpisodicLife(gym.Wrapper):
     """A lost life ends the training episode (terminated), but not the game: the next `reset`
-    only plays a no-op. The game is reset for real once it is over."""
+    plays one no-op step. The game is reset for real once it ends or is truncated."""
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
@@ -168,7 +171,8 @@ class EpisodicLife(gym.Wrapper):
 
 
 class FireAtLifeStart(gym.Wrapper):
-    """Presses FIRE at the start of each life, in games that wait for it (Breakout's ball)."""
+    """Presses FIRE at the start of each life, in every game that has FIRE. Some games wait for
+    it, such as Breakout, whose ball it launches."""
 
     def reset(self, **kwargs):
         self.env.reset(**kwargs)
@@ -233,7 +237,10 @@ class Agent(nn.Module):
         self.register_buffer("scale", torch.tensor(1.0 / float(obs_space.high.max())))
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.encoder(obs.float() * self.scale)  # obs (B, C, H, W) uint8 -> (B, features)
+        """obs (B, C, H, W), uint8 or bool -> (B, features)."""
+        # Channels last in memory: torch's convolutions run faster so on a CPU (SPEED.md).
+        pixels = (obs.float() * self.scale).contiguous(memory_format=torch.channels_last)
+        return self.encoder(pixels)
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(self.features(obs)).squeeze(-1)  # (B,): one value per observation
@@ -328,8 +335,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_shape = envs.single_observation_space.shape  # (C, H, W)
     agent = Agent(envs.single_observation_space, int(envs.single_action_space.n)).to(device)
-    print(f"{args.env_id}: {'ALE' if is_ale(args.env_id) else 'no'} preprocessing (make_env), "
-          f"observations {obs_shape}, {agent.name}", flush=True)
+    print(f"{args.env_id}: " + ("DQN's Atari preprocessing" if is_ale(args.env_id) else "frames "
+          "as the env gives them, channels first") + f" (make_env), observations {obs_shape}, "
+          f"{agent.name}", flush=True)
     # One optimiser for the shared network. Adam's ε is 1e-5, not 1e-8 (core detail 3).
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
@@ -580,7 +588,7 @@ def check_args(args):
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     space = env.observation_space
     if not isinstance(space, gym.spaces.Box) or len(space.shape) != 3:
-        fail(f"{args.env_id} has observations {space}; the script takes images (C, H, W)" + (
+        fail(f"{args.env_id} has observations {space}; the script takes images, (H, W, C)" + (
             ": for vectors use ppo_discrete.py" if isinstance(space, gym.spaces.Box)
             and len(space.shape) == 1 else ""))
     space = env.action_space
@@ -862,11 +870,11 @@ def main(args: RunArgs | None = None) -> dict:
 
     def save(state):
         """Write model.pt (with --save-model) and checkpoint.pt (with --checkpoint-every), and
-        flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags. Box2D
-        and MuJoCo envs pickle as the arguments that made them (EzPickle), not as their state,
-        unless a wrapper pickles their state and says so (`pickles_state`).
-        Some envs do not pickle at all, such as one with a lambda in a wrapper. Those envs and
-        their observations are left out, and a resumed run begins new episodes."""
+        flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags. EzPickle
+        envs (Box2D, MuJoCo, ALE) pickle only the arguments that made them. They are kept only
+        where a wrapper defines `pickles_state` and pickles their state. Otherwise they are left
+        out with their observations, as are envs that do not pickle at all (a lambda in a
+        wrapper), and a resumed run begins new episodes."""
         writer.flush()
         if args.save_model:  # Only tensors, numbers, strings: safe to load.
             write({"script": SCRIPT, "model": state["agent"].state_dict(), "args": asdict(args),

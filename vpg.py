@@ -729,11 +729,11 @@ def main(args: RunArgs | None = None) -> dict:
 
     def save(state):
         """Write model.pt (with --save-model) and checkpoint.pt (with --checkpoint-every), and
-        flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags. Box2D
-        and MuJoCo envs pickle as the arguments that made them (EzPickle), not as their state,
-        unless a wrapper pickles their state and says so (`pickles_state`).
-        Some envs do not pickle at all, such as one with a lambda in a wrapper. Those envs and
-        their observations are left out, and a resumed run begins new episodes."""
+        flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags. EzPickle
+        envs (Box2D, MuJoCo, ALE) pickle only the arguments that made them. They are kept only
+        where a wrapper defines `pickles_state` and pickles their state. Otherwise they are left
+        out with their observations, as are envs that do not pickle at all (a lambda in a
+        wrapper), and a resumed run begins new episodes."""
         writer.flush()
         if args.save_model:  # Only tensors, numbers, strings: safe to load.
             write({"script": SCRIPT, "model": state["agent"].state_dict(), "args": asdict(args),

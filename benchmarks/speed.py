@@ -29,6 +29,13 @@ batch of 256, LSTM of 64 units for the actor and another for the critic, observa
 normalisation and reward scaling), alternated, and adds the figures to SPEED.json and SPEED.md,
 whose other tables it leaves as they are. sb3-contrib goes into benchmarks/.sb3-venv beside SB3.
 
+`--atari` times ppo_atari.py against CleanRL's `ppo_atari.py` (at a pinned commit, with the two
+edits of benchmarks/reference_runs/cleanrl_ppo_atari.patch, in its own virtual environment on
+Gymnasium 0.29: benchmarks/.cleanrl/) and SB3's PPO with its `CnnPolicy`, on Breakout with CleanRL's
+settings on all three sides (8 envs × 128 steps, 4 epochs of 4 minibatches, ε 0.1 constant, c₁
+0.5, the Nature CNN shared by actor and critic, DQN's preprocessing), alternated. It adds the
+figures, and where ppo_atari.py's time goes, to SPEED.json and SPEED.md.
+
 `--compare A B ...` times a change instead of writing the report: our command of each task from
 checkout A (the code before the change, e.g. a `git worktree`), then B, and so on, alternated
 `--runs` times, default threads; the medians are printed against A's. `--script` swaps in another
@@ -86,6 +93,18 @@ def sps_after_warmup(points: list[tuple[float, int]], warmup_updates: int) -> fl
     return (s1 - s0) / (t1 - t0)
 
 
+# Breakout with CleanRL's ppo_atari.py settings on every side (`--atari`). ppo_atari.py's own
+# defaults are the PPO paper's: 3 epochs, c₁ 1, ε decayed; the flags below make them CleanRL's.
+ATARI = {"env_id": "ALE/Breakout-v5", "cleanrl_env_id": "BreakoutNoFrameskip-v4", "script": "ppo_atari.py",
+         "steps": 20_480, "warmup_updates": 4,
+         "ours": ["--update-epochs", "4", "--vf-coef", "0.5", "--no-anneal-clip"],
+         "floor_steps": 8192}
+CLEANRL_ATARI_COMMIT = "fe8d8a03"  # vwxyzjn/cleanrl; cleanrl/ppo_atari.py last changed at 004f8a0
+CLEANRL_ATARI_SHA256 = "5fa8e1a1b609a6a5cc69ec7a4cddb957101f175e056a20471c7ac403182155b9"
+CLEANRL_ATARI_PACKAGES = ["torch==2.13.0", "gymnasium==0.29.1", "ale-py==0.9.0", "stable-baselines3==2.3.2",
+                          "numpy<2", "tyro", "tensorboard", "opencv-python-headless"]
+
+
 # --- workers: each runs in its own process and prints one JSON line -------------------------
 
 def worker_sb3(task: dict, threads: str) -> dict:
@@ -138,6 +157,95 @@ def worker_sb3_recurrent(threads: str) -> dict:
     model.learn(RECURRENT["steps"], callback=clock)
     points = clock.points[1:] + [(time.time(), model.num_timesteps)]
     return {"sps": sps_after_warmup(points, RECURRENT["warmup_updates"]), "torch_threads": torch.get_num_threads()}
+
+
+def worker_sb3_atari(threads: str) -> dict:
+    """Runs in benchmarks/.sb3-venv: SB3's PPO with its CnnPolicy on Breakout, CleanRL's
+    settings. make_atari_env's AtariWrapper is DQN's preprocessing, VecFrameStack stacks 4."""
+    import ale_py
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gym.register_envs(ale_py)
+    if threads != "default":
+        torch.set_num_threads(int(threads))
+    envs = VecFrameStack(make_atari_env(ATARI["cleanrl_env_id"], n_envs=8, seed=1), n_stack=4)
+    model = PPO("CnnPolicy", envs, n_steps=128, batch_size=256, n_epochs=4, learning_rate=lambda p: 2.5e-4 * p,
+                gamma=0.99, gae_lambda=0.95, clip_range=0.1, clip_range_vf=0.1, ent_coef=0.01, vf_coef=0.5,
+                max_grad_norm=0.5, seed=1, device="cpu")
+    clock = rollout_clock()
+    model.learn(ATARI["steps"], callback=clock)
+    points = clock.points[1:] + [(time.time(), model.num_timesteps)]
+    return {"sps": sps_after_warmup(points, ATARI["warmup_updates"]), "torch_threads": torch.get_num_threads()}
+
+
+def worker_profile_atari() -> dict:
+    """Where one iteration of ppo_atari.py goes on Breakout (CleanRL's settings): the env and its
+    preprocessing stepped with random actions, the CNN acting, and the update's parts, each timed
+    alone with the script's own functions (one torch thread), in milliseconds per iteration."""
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    import ppo_atari as script
+
+    torch.set_num_threads(1)
+    num_envs, num_steps, epochs, minibatch = 8, 128, 4, 256
+    envs = script.make_vec_env(ATARI["env_id"], num_envs)
+    obs, _ = envs.reset(seed=1)
+    envs.action_space.seed(0)
+    actions = [envs.action_space.sample() for _ in range(64)]
+
+    def per_call(fn, calls: int, warmup: int = 5) -> float:  # seconds per call, after a warm-up
+        for i in range(warmup):
+            fn(i)
+        start = time.perf_counter()
+        for i in range(calls):
+            fn(i)
+        return (time.perf_counter() - start) / calls
+
+    env = per_call(lambda i: envs.step(actions[i % 64]), 256)
+    raw = script.gym.make(ATARI["env_id"], frameskip=1, repeat_action_probability=0.0)  # the emulator alone
+    raw.reset(seed=1)
+
+    def frame(i):  # one frame of the emulator, a new game where one ends
+        if raw.step(i % 4)[2]:
+            raw.reset()
+
+    emulator = per_call(frame, 4096)
+    agent = script.Agent(envs.single_observation_space, int(envs.single_action_space.n))
+    optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5, fused=True)
+    next_obs = torch.from_numpy(obs)
+    with torch.inference_mode():
+        act = per_call(lambda i: agent.get_action_and_value(next_obs), 200)
+    b_obs = torch.from_numpy(np.random.default_rng(0).integers(0, 256, (minibatch, 4, 84, 84), np.uint8))
+    with torch.no_grad():
+        b_actions = agent.get_action_and_value(b_obs)[0]
+    b_adv, b_logprob, b_value, b_return = (torch.randn(minibatch) for _ in range(4))
+
+    def loss(_=None):
+        _, new_logprob, entropy, new_value = agent.get_action_and_value(b_obs, b_actions)
+        return script.ppo_loss(new_logprob, b_logprob, b_adv, new_value, b_value, b_return, entropy,
+                               0.1, True, 0.01, 0.5)[0]
+
+    def backward(_=None):
+        optimizer.zero_grad()
+        loss().backward()
+
+    minibatches = epochs * num_envs * num_steps // minibatch
+    forward = per_call(loss, 20)
+    forward_backward = per_call(backward, 20)
+    adam = per_call(lambda i: optimizer.step(), 50)
+    ms = 1000.0 * num_steps
+    return {"env: the emulator, 4 frames a step": emulator * 4 * num_envs * ms,
+            "env: the preprocessing and the vector env": (env - emulator * 4 * num_envs) * ms,
+            "act: the CNN and the two heads, 8 observations a call": act * ms,
+            "update: forward and loss": forward * minibatches * 1000.0,
+            "update: backward": (forward_backward - forward) * minibatches * 1000.0,
+            "update: Adam step": adam * minibatches * 1000.0}
 
 
 def rollout_clock():
@@ -286,6 +394,92 @@ def ours(task: dict, threads: str, extra: list[str], root: Path = ROOT) -> dict:
     return {"sps": sps_after_warmup(points, task["warmup_updates"]), "command": " ".join(["python", *cmd])}
 
 
+def cleanrl_atari(threads: str) -> dict:
+    """CleanRL's ppo_atari.py, patched (benchmarks/reference_runs/cleanrl_ppo_atari.patch), in its own
+    virtual environment; SPS from its TensorBoard events, as ours. Made on first use."""
+    import hashlib
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    folder = HERE / ".cleanrl"
+    source, python = folder / "ppo_atari.py", folder / "atari-venv" / "bin" / "python"
+    if not source.is_file() or hashlib.sha256(source.read_bytes()).hexdigest() != CLEANRL_ATARI_SHA256:
+        sys.exit(f"speed.py: error: {source} is not CleanRL's cleanrl/ppo_atari.py at {CLEANRL_ATARI_COMMIT}: copy "
+                 "that file there (git show <commit>:cleanrl/ppo_atari.py)")
+    patched = folder / "atari" / "ppo_atari.py"
+    if not patched.exists():
+        patched.parent.mkdir(parents=True, exist_ok=True)
+        patched.write_bytes(source.read_bytes())
+        subprocess.run(["patch", "-s", "-p1", "-i", str(HERE / "reference_runs" / "cleanrl_ppo_atari.patch")],
+                       cwd=patched.parent, check=True)
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(python.parent.parent)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *CLEANRL_ATARI_PACKAGES], check=True)
+    env = dict(os.environ, PYTHONWARNINGS="ignore", **({} if threads == "default" else {"OMP_NUM_THREADS": threads}))
+    cmd = ["ppo_atari.py", "--env-id", ATARI["cleanrl_env_id"], "--total-timesteps", str(ATARI["steps"])]
+    with tempfile.TemporaryDirectory() as cwd:
+        subprocess.run([str(python), str(patched), *cmd[1:]], cwd=cwd, check=True, capture_output=True, env=env)
+        (run_dir,) = [e.path for e in os.scandir(f"{cwd}/runs")]
+        events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
+        events.Reload()
+        points = [(e.wall_time, e.step) for e in events.Scalars("charts/SPS")]
+    prefix = "" if threads == "default" else f"OMP_NUM_THREADS={threads} "
+    return {"sps": sps_after_warmup(points, ATARI["warmup_updates"]), "command": prefix + " ".join(["python", *cmd])}
+
+
+def time_atari(sb3_python: str, runs: int, thread_settings: list[str]) -> dict:
+    """ppo_atari.py, CleanRL's ppo_atari.py and SB3's CnnPolicy alternated, `runs` times each per
+    thread setting, on Breakout; then the parts of ppo_atari.py's iteration."""
+    subprocess.run([sb3_python, "-m", "pip", "install", "-q", "ale-py==0.12.1", "opencv-python-headless"], check=True)
+    start, per_threads = time.time(), {}
+    for threads in thread_settings:
+        sps = {"ours": [], "cleanrl": [], "sb3": []}
+        for i in range(runs):
+            a = ours(ATARI, threads, [])
+            c = cleanrl_atari(threads)
+            b = call_worker(sb3_python, "sb3-atari", "cartpole", threads)
+            for side, r in (("ours", a), ("cleanrl", c), ("sb3", b)):
+                sps[side].append(r["sps"])
+            print(f"atari threads={threads} run {i + 1}/{runs}: ours {a['sps']:,.0f} SPS, CleanRL {c['sps']:,.0f} "
+                  f"SPS, SB3 {b['sps']:,.0f} SPS", flush=True)
+        per_threads[threads] = sps
+    profile = call_worker(sys.executable, "profile-atari", "cartpole")
+    version = subprocess.run([sb3_python, "-c", "import stable_baselines3; print(stable_baselines3.__version__)"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    return {"command": "python benchmarks/speed.py " + " ".join(sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
+            "minutes": (time.time() - start) / 60, "sb3_version": version, "runs": runs,
+            "our_command": a["command"], "cleanrl_command": c["command"], "threads": per_threads,
+            "profile": profile}
+
+
+def atari_section(r: dict) -> list[str]:
+    """SPEED.md's table of ppo_atari.py against CleanRL's ppo_atari.py and SB3's CnnPolicy."""
+    lines = ["## Pixels: `ppo_atari.py` against CleanRL's `ppo_atari.py` and SB3's `CnnPolicy`", "",
+             f"Generated by `{r['command']}` on {r['date']}, in {r['minutes']:.0f} minutes, on the machine above. "
+             f"Breakout, {ATARI['steps']:,} steps (4 frames each), SPS after {ATARI['warmup_updates']} warm-up "
+             "updates. The settings are CleanRL's on all three sides: 8 envs × 128 steps, 4 epochs of 4 "
+             "minibatches, ε 0.1 constant, c₁ 0.5, the Nature CNN shared by actor and critic. Each figure is the "
+             f"median of {r['runs']} runs, the three alternated. CleanRL's file is "
+             f"vwxyzjn/cleanrl@{CLEANRL_ATARI_COMMIT} with the patch of benchmarks/reference_runs/, on gymnasium "
+             f"0.29.1 and ale-py 0.9.0. SB3 is stable-baselines3 {r['sb3_version']} on gymnasium 1.4.0 and ale-py "
+             "0.12.1. Thread settings: *default* is each program as it starts (ours: 1 torch thread; CleanRL "
+             "and SB3: torch's default, one per core); *1* gives each one torch thread.", "",
+             "| threads | ours SPS | CleanRL SPS | SB3 SPS | ours / CleanRL | ours / SB3 | ours, all runs | "
+             "CleanRL, all runs | SB3, all runs |", "|---|---|---|---|---|---|---|---|---|"]
+    for threads, sps in r["threads"].items():
+        a, c, b = median(sps["ours"]), median(sps["cleanrl"]), median(sps["sb3"])
+        lines.append(f"| {threads} | {a:,.0f} | {c:,.0f} | {b:,.0f} | **{a / c:.2f}×** | **{a / b:.2f}×** | "
+                     + " | ".join(", ".join(f"{x:,.0f}" for x in sps[k]) for k in ("ours", "cleanrl", "sb3")) + " |")
+    total = 1000.0 * 8 * 128 / median(r["threads"].get("1", next(iter(r["threads"].values())))["ours"])
+    parts = dict(r["profile"])
+    parts["the rest (storage, conversions, logging, parts slowed by running together)"] = total - sum(parts.values())
+    lines += ["", f"Where ppo_atari.py's time goes, one iteration of 1,024 steps ({total:,.0f} ms measured, one "
+              "thread; each part timed alone by `worker_profile_atari`):", "",
+              "| part | ms per iteration | share |", "|---|---|---|"]
+    lines += [f"| {name} | {ms:,.0f} | {100 * ms / total:.0f}% |" for name, ms in parts.items()]
+    return lines + ["", f"Our command: `{r['our_command']}`. CleanRL's: `{r['cleanrl_command']}`.", ""]
+
+
 def line_profile(task: dict) -> str:
     """The markdown tables of benchmarks/profile_lines.py for our command of the task."""
     cmd = [sys.executable, str(HERE / "profile_lines.py"), Path(task["script"]).stem, "--markdown",
@@ -384,6 +578,8 @@ def write_report(results: dict, path: Path) -> None:
     lines += [f"- `{r['command']}`" for r in results["our_commands"]]
     if "recurrent" in results:
         lines += [""] + recurrent_section(results["recurrent"])
+    if "atari" in results:
+        lines += [""] + atari_section(results["atari"])
     notes = HERE / "speed_notes.md"  # what the figures say, written by hand
     if notes.exists():
         lines += ["", notes.read_text().strip()]
@@ -457,13 +653,17 @@ def main() -> None:
     parser.add_argument("--script", help="with --compare: this script instead of the task's (e.g. vpg.py)")
     parser.add_argument("--recurrent", action="store_true",
                         help="instead: ppo_recurrent.py against sb3-contrib's RecurrentPPO, added to the report")
-    parser.add_argument("--worker", choices=["sb3", "sb3-recurrent", "floor-sb3", "floor-ours", "profile-ours"],
+    parser.add_argument("--atari", action="store_true",
+                        help="instead: ppo_atari.py against CleanRL's ppo_atari.py and SB3's CnnPolicy, added to the report")
+    parser.add_argument("--worker", choices=["sb3", "sb3-recurrent", "sb3-atari", "floor-sb3", "floor-ours", "profile-ours",
+                                             "profile-atari"],
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     task_names = args.tasks.split(",")
     if args.worker:  # one measurement, in a fresh process
         task = TASKS[task_names[0]]
         result = {"sb3": lambda: worker_sb3(task, args.threads), "sb3-recurrent": lambda: worker_sb3_recurrent(args.threads),
+                  "sb3-atari": lambda: worker_sb3_atari(args.threads), "profile-atari": worker_profile_atari,
                   "floor-sb3": lambda: worker_floor_sb3(task),
                   "floor-ours": lambda: worker_floor_ours(task), "profile-ours": lambda: worker_profile_ours(task)}[args.worker]()
         print(json.dumps(result))
@@ -478,9 +678,12 @@ def main() -> None:
     from run import machine
 
     sb3_python = ensure_sb3_venv()
-    if args.recurrent:
+    if args.recurrent or args.atari:
         results = json.loads(args.out.with_suffix(".json").read_text())
-        results["recurrent"] = time_recurrent(sb3_python, args.runs, args.threads.split(","))
+        if args.recurrent:
+            results["recurrent"] = time_recurrent(sb3_python, args.runs, args.threads.split(","))
+        else:
+            results["atari"] = time_atari(sb3_python, args.runs, args.threads.split(","))
         args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
         write_report(results, args.out)
         print(f"wrote {args.out} and {args.out.with_suffix('.json')}")

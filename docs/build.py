@@ -75,9 +75,10 @@ SCRIPTS = {  # in reading order, then the branches (BRANCHES)
     "ppo_discrete": "PPO-clip for discrete actions: many minibatch steps per batch on a clipped surrogate.",
     "ppo_continuous": "PPO-clip for continuous control (MuJoCo): a Gaussian policy, observation and reward normalisation.",
     "ppo_recurrent": "PPO with memory: an LSTM policy and critic for partially observed envs such as CartPoleNoVel-v1.",
+    "ppo_atari": "PPO from pixels: Atari and MinAtar games through a convolutional encoder of stacked frames.",
 }
 # A script that branches off the reading order, and the script it changes: read after that one.
-BRANCHES = {"ppo_recurrent": "ppo_discrete"}
+BRANCHES = {"ppo_recurrent": "ppo_discrete", "ppo_atari": "ppo_discrete"}
 ORDER = [name for name in SCRIPTS if name not in BRANCHES]  # the linear reading order
 # The sub-steps of a step of the reading order: files in steps/, each the algorithm part of a
 # script (what is above its tooling banner) changed from the file before it by what its docstring
@@ -96,7 +97,8 @@ FIGURES = ROOT / "docs" / "figures"
 ALGORITHM = ["layer_init", "mlp", "Agent", "compute_returns", "compute_gae", "reinforce_loss", "vpg_loss",
              "surrogate", "mean_kl", "flat_grad", "fisher_vector_product", "conjugate_gradient", "line_search",
              "trpo_step", "value_loss", "ppo_loss", "RunningMeanStd", "RewardScaler", "zero_entries",
-             "make_no_velocity_env", "make_env", "make_vec_env", "head", "train"]
+             "make_no_velocity_env", "is_ale", "make_env", "SaveALEState", "EpisodicLife", "FireAtLifeStart",
+             "make_vec_env", "encoder", "head", "train"]
 # The definitions of the older file that a definition of the newer file can take the place of, for
 # the step pages: the first one that the older file has.
 REPLACES = {"compute_gae": ["compute_returns"], "vpg_loss": ["reinforce_loss"], "surrogate": ["vpg_loss"]}

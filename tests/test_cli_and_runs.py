@@ -76,7 +76,7 @@ OWN_BAD_INPUT = [
     ("trpo.py", ["--cg-damping", "0"], "--cg-damping"),
     ("trpo.py", ["--max-kl", "-0.01"], "--max-kl"),
     ("reinforce.py", ["--batch-size", "0"], "--batch-size"),
-    ("ppo_atari.py", ["--env-id", "CartPole-v1"], "the script takes images (C, H, W): for vectors use ppo_discrete.py"),
+    ("ppo_atari.py", ["--env-id", "CartPole-v1"], "the script takes images, (H, W, C): for vectors use ppo_discrete.py"),
     ("ppo_atari.py", ["--env-id", "FrozenLake-v1"], "has observations Discrete(16); the script takes images"),
     ("ppo_atari.py", ["--num-minibatches", "7"], "--num-minibatches 7 does not divide the batch"),
 ] + [(p, ["--env-id", "FrozenLake-v1"], "wrap the env in gym.wrappers.FlattenObservation(env)")

@@ -209,8 +209,8 @@ def test_a_tiny_ale_run_trains_saves_and_evaluates(tmp_path):
                      "--log-dir", str(tmp_path), timeout=300)
     assert out.returncode == 0, out.stderr
     first = out.stdout.splitlines()[0]
-    assert first == ("ALE/Breakout-v5: ALE preprocessing (make_env), observations (4, 84, 84), "
-                     "the Nature CNN"), first
+    assert first == ("ALE/Breakout-v5: DQN's Atari preprocessing (make_env), observations "
+                     "(4, 84, 84), the Nature CNN"), first
     assert "ALE/Breakout-v5: mean return" in out.stdout
 
 
@@ -218,9 +218,9 @@ def test_a_tiny_minatar_run_says_what_it_uses(tmp_path):
     out = run_script("ppo_atari.py", "--env-id", "MinAtar/Seaquest-v1", "--total-timesteps", "1024",
                      "--eval-episodes", "1", "--log-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[0] == ("MinAtar/Seaquest-v1: no preprocessing (make_env), "
-                                          "observations (10, 10, 10), MinAtar's network (one 3×3 "
-                                          "convolution)")
+    assert out.stdout.splitlines()[0] == ("MinAtar/Seaquest-v1: frames as the env gives them, "
+                                          "channels first (make_env), observations (10, 10, 10), "
+                                          "MinAtar's network (one 3×3 convolution)")
 
 
 @pytest.mark.parametrize("flags", [["--env-id", "MinAtar/Breakout-v1", "--total-timesteps", "3072"],
