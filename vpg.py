@@ -370,7 +370,8 @@ import warnings
 from dataclasses import fields
 
 SCRIPT = os.path.basename(__file__).removesuffix(".py")
-RELEASE, FORMAT = "0.3.0", 3  # pgref's release, and the format of the files it saves (CHANGELOG.md)
+RELEASE, FORMAT = "0.4.0", 3  # pgref's release, and the format of the files it saves (CHANGELOG.md)
+COMMITS = {"0.1.0": "8df3641", "0.2.0": "a031320"}  # Each older release's commit on main
 LOCK = None  # The open <run>/.lock of the run that this process writes.
 
 
@@ -470,6 +471,12 @@ class EnvGuard(gym.vector.VectorWrapper):
     """Stops the run (FloatingPointError) at the step where the env raises an exception, or
     returns a NaN or inf observation or reward, before `train` stores it."""
 
+    def reset(self, **kwargs):
+        try:
+            return self.env.reset(**kwargs)
+        except Exception as error:  # `main` names it in one line.
+            raise FloatingPointError(f"its reset raised {type(error).__name__}: {error}") from error
+
     def step(self, actions):
         try:
             out = obs, rewards, _, _, infos = self.env.step(actions)
@@ -519,9 +526,10 @@ def load(path, resume):
         fail(f"{path} is damaged (cut short, or changed since it was written): its SHA-256 is not "
              "the one saved with it")
     version, release = (trailer.decode() if framed else old[0]).split()
-    if version != str(FORMAT):
+    if version != str(FORMAT):  # A command that works in any clone of main, where one is known.
+        reader = f"git checkout {COMMITS[release]}" if release in COMMITS else f"pgref {release}"
         fail(f"{path} was written by pgref {release} (file format {version}), and {SCRIPT}.py "
-             f"of pgref {RELEASE} reads format {FORMAT}: git checkout v{release} reads it")
+             f"of pgref {RELEASE} reads format {FORMAT}: {reader} reads it")
     try:
         saved = torch.load(io.BytesIO(content[6:]), weights_only=not resume,
                            map_location=None if resume else "cpu")
@@ -530,6 +538,8 @@ def load(path, resume):
     except ModuleNotFoundError as error:  # The module of an env of your own, module:EnvId.
         fail(f"{path} needs the module {error.name}, which Python cannot import from here: run "
              "in its folder, or add that folder to PYTHONPATH")
+    except AttributeError as error:  # A class renamed, or gone from its module.
+        fail(f"{path} needs a class that Python cannot find ({error}): run the code that wrote it")
     except Exception:  # A pickle weights_only refuses, or another script's classes.
         pass
     fail(f"{path} is no {'checkpoint' if resume else 'model'}.pt of {SCRIPT}.py: --resume takes "
@@ -569,15 +579,16 @@ def evaluate(agent, args, folder):
     env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # Keeps every return.
     seed, last_print = args.seed + 10_000 if args.eval_seed is None else args.eval_seed, time.time()
     for episode in range(args.eval_episodes):
-        if time.time() - last_print > 5:  # A long evaluation says how far it is.
-            last_print = time.time()
-            print(f"evaluating: {episode}/{args.eval_episodes} episodes played", flush=True)
         obs, _ = env.reset(seed=seed if episode == 0 else None)  # The first seed fixes them all.
-        done, memory = False, None
+        done, memory, steps = False, None, 0
         while not done:
             action, memory = agent.greedy_action(obs, memory)
             obs, _, terminated, truncated, _ = env.step(action)
-            done = terminated or truncated
+            done, steps = terminated or truncated, steps + 1
+            if time.time() - last_print > 5:  # A long evaluation says how far it is.
+                last_print = time.time()
+                print(f"evaluating: episode {episode + 1}/{args.eval_episodes}, {steps:,} steps "
+                      "played", flush=True)
     env.close()
     print(f"{args.env_id}: mean return {np.mean(env.return_queue):.2f} ± "
           f"{np.std(env.return_queue):.2f} over {args.eval_episodes} episodes (seed {seed})")
@@ -612,7 +623,10 @@ def stopped(folder, why, code=1, resume=True):
 
 
 def interrupt(signum, _frame):
-    """SIGTERM (a scheduler's stop, `timeout`'s) is met as Ctrl-C (SIGINT) is."""
+    """SIGTERM (a scheduler's stop, `timeout`'s) is met as Ctrl-C (SIGINT) is. Once one came, the
+    next are ignored, so that the stop ends as it began."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt(signum)
 
 
@@ -786,6 +800,7 @@ def main(args: RunArgs | None = None) -> dict:
 if __name__ == "__main__":
     # Run as the module named after the file, not as __main__. A checkpoint then names this
     # file's classes by the file's name, so code of one's own that imports the script loads it.
+    signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
     try:
         importlib.import_module(SCRIPT).main()

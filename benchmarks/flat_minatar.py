@@ -4,6 +4,7 @@ The baseline of ppo_atari.py's convolutional encoder (benchmarks/presets.py, sui
 
 import gymnasium as gym
 import minatar.gym
+import numpy as np
 
 GAMES = ["Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"]
 
@@ -13,7 +14,10 @@ def make_flat(game: str, **kwargs) -> gym.Env:
     10·10·C zeros and ones."""
     if f"MinAtar/{game}-v1" not in gym.registry:
         minatar.gym.register_envs()
-    return gym.wrappers.FlattenObservation(gym.make(f"MinAtar/{game}-v1", **kwargs))
+    env = gym.make(f"MinAtar/{game}-v1", **kwargs)
+    flat = gym.spaces.Box(0, 1, (int(np.prod(env.observation_space.shape)),), env.observation_space.dtype)
+    # np.ravel, not FlattenObservation, whose lambda does not pickle: a checkpoint keeps the env.
+    return gym.wrappers.TransformObservation(env, np.ravel, flat)
 
 
 for _game in GAMES:  # The same episode cut as ppo_atari.py's make_env: 108,000 steps.

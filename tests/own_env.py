@@ -12,6 +12,7 @@ copy it beside a copied script, or put its folder on PYTHONPATH, to try that in 
   Gymnasium's Pusher-v4 does on mujoco 3 or newer.
 - PointGridFaulty-v0: PointGrid whose step raises (a lost connection to a simulator, say) at its
   300th step, mid-run.
+- PointFaultyReset-v0, PointGridFaultyReset-v0: Point and PointGrid whose first reset raises.
 """
 
 import gymnasium as gym
@@ -54,6 +55,13 @@ class PointFaultyEnv(PointEnv):
         return super().step(action)
 
 
+class PointFaultyResetEnv(PointEnv):
+    """PointEnv whose every reset raises, as a simulator that fails to start would."""
+
+    def reset(self, *, seed=None, options=None):
+        raise ValueError("reset failed at once")
+
+
 class PointMultiDiscreteEnv(PointEnv):
     """PointEnv with MultiDiscrete([2, 2]) actions: a space that no script takes."""
 
@@ -77,3 +85,6 @@ def needs_an_older_library():
 
 
 gym.register("PointOnOldLib-v0", entry_point=needs_an_older_library)
+gym.register("PointFaultyReset-v0", entry_point=PointFaultyResetEnv, max_episode_steps=50)
+gym.register("PointGridFaultyReset-v0", entry_point=PointFaultyResetEnv, max_episode_steps=50,
+             kwargs={"discrete": True})
