@@ -550,16 +550,19 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
 # Nothing below is part of the learning algorithm, and `train` calls none of it: cut the file
 # here, add `if __name__ == "__main__": train(tyro.cli(Args))`, and it still trains and logs.
 # `main` adds the rest around `train`, through its `writer` and `hook` arguments.
+import ast
 import fcntl
 import glob
 import hashlib
 import importlib.util
+import inspect
 import io
 import os
 import re
 import signal
 import sys
 import tempfile
+import textwrap
 import threading
 import warnings
 from dataclasses import fields
@@ -618,10 +621,14 @@ def check_args(args):
     if args.capture_video and sys.platform == "linux":  # Render with no display: MuJoCo, pygame.
         os.environ.setdefault("MUJOCO_GL", "egl")
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    # Each flag's help, the string below its field, read from the source as tyro reads it.
+    body = [node for cls in (Args, RunArgs) for node in ast.parse(textwrap.dedent(
+        inspect.getsource(cls))).body[0].body]
+    helps = {field.target.id: text.value.value for field, text in zip(body, body[1:], strict=False)
+             if isinstance(field, ast.AnnAssign) and isinstance(text, ast.Expr)}
     for name, value in asdict(args).items():  # Type, not isinstance: a bool is no number here.
-        # A flag may be 0 where its help (tyro's reading of the string below its field) says
-        # "(0: ...)", "≥ 0" or "in [0, 1]".
-        help = tyro._docstrings.get_field_docstring(RunArgs, name, ()) or ""
+        # A flag may be 0 where its help says "(0: ...)", "≥ 0" or "in [0, 1]".
+        help = helps.get(name, "")
         zero = re.search(r"\(0:|≥ 0|\[0, 1]", help)
         if type(value) in (int, float) and not (0 < value < np.inf or zero and value == 0):
             fail(f"--{name.replace('_', '-')} must be finite and {'>= 0' if zero else 'positive'}"
