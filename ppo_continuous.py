@@ -463,6 +463,7 @@ SCRIPT = os.path.basename(__file__).removesuffix(".py")
 RELEASE, FORMAT = "0.4.0", 3  # pgref's release, and the format of the files it saves (CHANGELOG.md)
 COMMITS = {"0.1.0": "8df3641", "0.2.0": "a031320"}  # Each older release's commit on main
 LOCK = None  # The open <run>/.lock of the run that this process writes.
+ALGORITHM = "ppo_continuous"  # The pgref script this file is, or was copied from
 
 
 @dataclass
@@ -595,16 +596,22 @@ def write(content, path):
     data = io.BytesIO()
     torch.save(content, data)
     data = b"pgref\n" + data.getvalue() + f"\npgref {FORMAT} {RELEASE}\n".encode()
-    with open(path + ".tmp", "wb") as file:
-        file.write(data + hashlib.sha256(data).digest())
-    os.replace(path + ".tmp", path)
+    try:
+        with open(path + ".tmp", "wb") as file:
+            file.write(data + hashlib.sha256(data).digest())
+        os.replace(path + ".tmp", path)
+    finally:  # A write cut short (a full disk) leaves no part of a file behind.
+        if os.path.exists(path + ".tmp"):
+            os.remove(path + ".tmp")
 
 
 def load(path, resume):
-    """The checkpoint.pt (`resume`) or model.pt (on the CPU) of a run of this script, or a
-    one-line refusal that says what is wrong with the file. A checkpoint holds pickled objects,
-    and unpickling runs code: resume only runs of your own. model.pt holds tensors, numbers and
-    strings, safe to load."""
+    """The checkpoint.pt of a run of this script (`resume`), or the model.pt or checkpoint.pt of
+    a policy to evaluate (on the CPU), or a one-line refusal that says what is wrong with the file.
+    A policy may come from another script or a renamed copy: a note names it, and its weights
+    must fit this script's networks. A checkpoint holds pickled objects, and unpickling runs
+    code: give only files of your own runs. model.pt holds tensors, numbers and strings, safe to
+    load."""
     if os.path.isdir(path):
         fail(f"{path} is a folder: give the file, <run>/{'checkpoint' if resume else 'model'}.pt")
     try:
@@ -628,9 +635,16 @@ def load(path, resume):
         fail(f"{path} was written by pgref {release} (file format {version}), and {SCRIPT}.py "
              f"of pgref {RELEASE} reads format {FORMAT}: {reader} reads it")
     try:
-        saved = torch.load(io.BytesIO(content[6:]), weights_only=not resume,
+        pickled = resume or os.path.basename(path).startswith("checkpoint")
+        saved = torch.load(io.BytesIO(content[6:]), weights_only=not pickled,
                            map_location=None if resume else "cpu")
-        if saved["script"] == SCRIPT and ("state" in saved) == resume:
+        if not resume and "state" in saved:  # A checkpoint.pt evaluated: its agent's weights.
+            saved.update(model=saved["state"]["agent"].state_dict(),
+                         global_step=saved["state"]["global_step"])
+        if not resume and saved.get("algorithm", saved["script"]) != ALGORITHM:  # (before 0.4.0)
+            fail(f"{path} was written by {saved['script']}.py, whose policy {SCRIPT}.py cannot "
+                 f"read: evaluate it with {saved['script']}.py")
+        if (saved["script"] == SCRIPT or not resume) and ("state" in saved or not resume):
             return saved
     except ModuleNotFoundError as error:  # The module of an env of your own, module:EnvId.
         fail(f"{path} needs the module {error.name}, which Python cannot import from here: run "
@@ -639,15 +653,17 @@ def load(path, resume):
         fail(f"{path} needs a class that Python cannot find ({error}): run the code that wrote it")
     except Exception:  # A pickle weights_only refuses, or another script's classes.
         pass
-    fail(f"{path} is no {'checkpoint' if resume else 'model'}.pt of {SCRIPT}.py: --resume takes "
-         "<run>/checkpoint.pt, --eval-checkpoint <run>/model.pt (--save-model), each from a run "
-         "of the script given it")
+    what = f"checkpoint.pt of {SCRIPT}.py" if resume else "model.pt or checkpoint.pt it can read"
+    fail(f"{path} is no {what}: --resume takes <run>/checkpoint.pt of a run of the script given "
+         "it, --eval-checkpoint <run>/model.pt (--save-model) or <run>/checkpoint.pt")
 
 
 def saved_args(saved, path, resume):
     """The flags saved in a file, as RunArgs. A flag that the script has and the file lacks
     takes its default. One that the file has and the script lacks is ignored, or, for a --resume,
-    refused. Each is named in one line."""
+    refused. Each is named in one line, and so is the script that wrote the file if another."""
+    if saved["script"] != SCRIPT:  # A renamed copy of this script.
+        print(f"note: {path} was written by {saved['script']}.py", file=sys.stderr)
     names = {f.name for f in fields(RunArgs)}
     for name in sorted(saved["args"].keys() ^ names):  # Added to the script, or taken out of it.
         flag = f"--{name.replace('_', '-')}"
@@ -694,9 +710,10 @@ def evaluate(agent, args, folder):
 
 def load_agent(path, args=None):
     """The Agent saved in a model.pt (--save-model), for code of your own
-    (docs/usage.md, "Long runs"). `args` are the flags to build it with, by default those saved
-    with it. Act with `agent.greedy_action(obs, memory)`. model.pt's content holds "script",
-    "model" (the state_dict), "args" (the flags, a dict) and "global_step"."""
+    (docs/usage.md, "Long runs"), or in a checkpoint.pt. `args` are the flags to build it with,
+    by default those saved with it. Act with `agent.greedy_action(obs, memory)`. model.pt's
+    content holds "script", "algorithm", "model" (the state_dict), "args" (the flags, a dict) and
+    "global_step"."""
     saved = load(path, resume=False)
     args = args or saved_args(saved, path, resume=False)
     env = make_env(args.env_id)
@@ -797,7 +814,7 @@ def main(args: RunArgs | None = None) -> dict:
     threading.excepthook = lambda hook: issubclass(hook.exc_type, OSError) or (
         threading.__excepthook__(hook))
     writer = SummaryWriter(folder, purge_step=saved and saved["state"]["global_step"] + 1)
-    updates = 0
+    updates, written = 0, {}  # written: each file saved by this run, and the step it is of
 
     def refuse(message):
         """Refuse a --resume, leaving its folder as it was: no new log file."""
@@ -839,6 +856,12 @@ def main(args: RunArgs | None = None) -> dict:
         if args.checkpoint_every and updates % args.checkpoint_every == 0:
             save(state)
 
+    def cannot_write(error, when):
+        """`stopped`'s line for an OSError: what failed, and the step of each file saved."""
+        on_disk = ", ".join(f"{name} of step {step:,}" for name, step in written.items()
+                            if os.path.isfile(f"{folder}/{name}"))
+        return f"cannot write {folder}: {error.strerror}, {when}" + (on_disk and f" ({on_disk})")
+
     def save(state):
         """Write model.pt (with --save-model) and checkpoint.pt (with --checkpoint-every), and
         flush the logs. checkpoint.pt holds `train`'s state by its names, and the flags. EzPickle
@@ -848,8 +871,9 @@ def main(args: RunArgs | None = None) -> dict:
         wrapper), and a resumed run begins new episodes."""
         writer.flush()
         if args.save_model:  # Only tensors, numbers, strings: safe to load.
-            write({"script": SCRIPT, "model": state["agent"].state_dict(), "args": asdict(args),
-                   "global_step": state["global_step"]}, f"{folder}/model.pt")
+            write({"script": SCRIPT, "algorithm": ALGORITHM, "model": state["agent"].state_dict(),
+                   "args": asdict(args), "global_step": state["global_step"]}, f"{folder}/model.pt")
+            written["model.pt"] = state["global_step"]
         if not args.checkpoint_every:
             return
         envs = state["envs"].env  # Without the EnvGuard.
@@ -859,8 +883,12 @@ def main(args: RunArgs | None = None) -> dict:
             first.unwrapped, gym.utils.EzPickle)
         for kept in [dict(state, envs=envs)] * exact + [without_envs]:
             try:  # Without the envs where they do not pickle.
-                return write({"script": SCRIPT, "args": asdict(args), "state": kept},
-                             f"{folder}/checkpoint.pt")
+                write({"script": SCRIPT, "algorithm": ALGORITHM, "args": asdict(args),
+                       "state": kept}, f"{folder}/checkpoint.pt")
+                written["checkpoint.pt"] = state["global_step"]
+                return
+            except OSError:  # A full disk: `main` stops the run and says what is on disk.
+                raise
             except Exception as error:  # An object that does not pickle: a lambda, a local class.
                 failure = error
         args.checkpoint_every = 0  # Said once: the run goes on without checkpoints.
@@ -875,7 +903,7 @@ def main(args: RunArgs | None = None) -> dict:
     except FloatingPointError as error:  # A guard rail: the env's step, a NaN or inf.
         stopped(folder, f"{args.env_id}: {error}, in training")
     except OSError as error:  # Mostly the run folder, deleted or full.
-        stopped(folder, f"cannot write {folder}: {error.strerror}, in training")
+        stopped(folder, cannot_write(error, "in training"))
     except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM (`interrupt`)
         stopped(folder, *interrupted(error, "in training"))
     if saved and not updates:
@@ -888,6 +916,8 @@ def main(args: RunArgs | None = None) -> dict:
         eval_returns = evaluate(state["agent"].cpu(), args, folder) if args.eval_episodes else []
     except KeyboardInterrupt as error:
         stopped(folder, *interrupted(error, "after training (saving or evaluating)"), resume=False)
+    except OSError as error:
+        stopped(folder, cannot_write(error, "after training"))
     for episode_return in eval_returns:  # At the step of the policy evaluated.
         writer.add_scalar("eval/episodic_return", episode_return, state["global_step"])
     writer.close()

@@ -8,7 +8,7 @@ import time
 import tomllib
 
 import pytest
-from conftest import ROOT, SCRIPTS, VECTOR_SCRIPTS, _module, trained
+from conftest import ROOT, SCRIPTS, VECTOR_SCRIPTS, _module, read_saved, trained
 from test_built_to_change import last_line, run, start
 from test_extension_points import resume_check
 
@@ -123,3 +123,66 @@ def test_one_long_evaluation_episode_prints_its_progress(tmp_path, monkeypatch, 
     module.main(module.RunArgs(eval_checkpoint=model, eval_episodes=1))
     progress = re.findall(r"^evaluating: episode 1/1, ([\d,]+) steps played$", capsys.readouterr().out, re.M)
     assert len(progress) > 3 and progress == sorted(progress, key=lambda s: int(s.replace(",", ""))), progress
+
+
+# 3. A full disk stops the run in one line that says what is on disk, and leaves no partial file.
+def test_a_full_disk_stops_the_run_and_says_the_step_of_each_file(tmp_path, monkeypatch):
+    module = _module("ppo_discrete")
+    real_open, writes = open, []
+
+    class FullDisk:
+        """A file that takes half of what it is given, then finds the disk full."""
+
+        def __init__(self, path):
+            self.file = real_open(path, "wb")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+        def write(self, data):
+            self.file.write(data[:len(data) // 2])
+            raise OSError(28, "No space left on device")
+
+    def open_(path, mode="r", *args, **kwargs):
+        if str(path).endswith("checkpoint.pt.tmp"):
+            writes.append(path)
+            if len(writes) == 2:  # the second checkpoint, after model.pt of the same step
+                return FullDisk(path)
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(module, "open", open_, raising=False)
+    args = module.RunArgs(total_timesteps=4096, checkpoint_every=1, save_model=True, eval_episodes=0,
+                          log_dir=str(tmp_path))
+    with pytest.raises(SystemExit) as stop:
+        module.main(args)
+    (folder,) = tmp_path.iterdir()
+    assert str(stop.value) == (f"ppo_discrete.py: error: cannot write {folder}: No space left on device, in "
+                               "training (model.pt of step 1,024, checkpoint.pt of step 512); --resume "
+                               f"{folder}/checkpoint.pt goes on from its last checkpoint")
+    assert sorted(p.name for p in folder.glob("*.pt*")) == ["checkpoint.pt", "model.pt"]  # no .tmp
+    assert read_saved(folder / "checkpoint.pt", weights_only=False)["state"]["global_step"] == 512
+    assert read_saved(folder / "model.pt")["global_step"] == 1024
+
+
+# 5. A renamed copy evaluates the original's files, with a note; a checkpoint.pt is evaluated too.
+def test_a_renamed_copy_evaluates_the_originals_files_with_a_note(tmp_path):
+    folder = trained(_module("ppo_discrete"), tmp_path / "runs")
+    copy = tmp_path / "ppo_kl.py"
+    copy.write_text((ROOT / "ppo_discrete.py").read_text())
+    for name in ("model.pt", "checkpoint.pt"):  # A checkpoint pickles ppo_discrete's classes.
+        out = run(copy, "--eval-checkpoint", f"{folder}/{name}", "--eval-episodes", 2, cwd=tmp_path,
+                  pythonpath=ROOT if name == "checkpoint.pt" else None)
+        assert out.returncode == 0, out.stderr
+        assert out.stderr.strip().splitlines() == [f"note: {folder}/{name} was written by ppo_discrete.py"]
+        assert "CartPole-v1: mean return" in out.stdout
+
+
+def test_a_run_stopped_in_its_final_evaluation_without_a_model_is_evaluated_from_its_checkpoint(tmp_path):
+    module = _module("ppo_discrete")
+    folder = module.main(module.RunArgs(total_timesteps=2048, eval_episodes=0, log_dir=str(tmp_path)))["run_dir"]
+    assert not (tmp_path / folder / "model.pt").exists()
+    out = run(ROOT / "ppo_discrete.py", "--eval-checkpoint", f"{folder}/checkpoint.pt", "--eval-episodes", 2)
+    assert out.returncode == 0 and out.stderr == "" and "CartPole-v1: mean return" in out.stdout, out.stderr

@@ -177,12 +177,12 @@ def test_a_file_of_another_format_is_refused_naming_the_release_to_use(name, tmp
     old = tmp_path / "old-model.pt"  # as the files of pgref 0.1.0: the content alone
     torch.save(read_saved(f"{run_dir}/model.pt"), old)
     line = one_error_line(run_script(f"{name}.py", "--eval-checkpoint", str(old)), name)
-    assert f"was written by pgref 0.1.0 (file format 1), {reads} v0.1.0 reads it" in line, line
+    assert f"was written by pgref 0.1.0 (file format 1), {reads} 8df3641 reads it" in line, line
     old_checkpoint = tmp_path / "old-checkpoint.pt"  # its pickled objects, which weights_only refuses
     torch.save(read_saved(f"{run_dir}/checkpoint.pt", weights_only=False), old_checkpoint)
     for flag, path in (("--resume", old_checkpoint), ("--eval-checkpoint", old_checkpoint)):
         line = one_error_line(run_script(f"{name}.py", flag, str(path)), name)
-        assert f"(file format 1), {reads} v0.1.0 reads it" in line, line
+        assert f"(file format 1), {reads} 8df3641 reads it" in line, line
     tensor = tmp_path / "tensor.pt"  # a file of torch.save that no pgref release wrote
     torch.save(torch.zeros(3), tensor)
     assert one_error_line(run_script(f"{name}.py", "--eval-checkpoint", str(tensor)), name).endswith(

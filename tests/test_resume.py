@@ -139,17 +139,19 @@ def test_wrong_files_are_refused_in_one_line_that_says_what_to_give(tmp_path):
 
     run = ppo_continuous.main(ppo_continuous.RunArgs(**SHORT_RUNS["ppo_continuous"], save_model=True,
                                                      log_dir=str(tmp_path)))["run_dir"]
-    cases = [("ppo_continuous.py", "--resume", f"{run}/model.pt"),  # a KeyError at 73d22e8
-             ("ppo_continuous.py", "--eval-checkpoint", f"{run}/checkpoint.pt"),  # an UnpicklingError
-             ("ppo_discrete.py", "--resume", f"{run}/checkpoint.pt"),  # another script's classes
-             ("ppo_discrete.py", "--eval-checkpoint", f"{run}/model.pt"),
-             ("ppo_discrete.py", "--resume", f"{tmp_path}/no_such.pt")]
-    for script, flag, path in cases:
+    cases = {("ppo_continuous.py", "--resume", f"{run}/model.pt"): "takes",  # a KeyError at 73d22e8
+             ("ppo_discrete.py", "--resume", f"{run}/checkpoint.pt"): "takes",  # another script's classes
+             ("ppo_discrete.py", "--eval-checkpoint", f"{run}/model.pt"): "another",
+             ("ppo_discrete.py", "--eval-checkpoint", f"{run}/checkpoint.pt"): "another",
+             ("ppo_discrete.py", "--resume", f"{tmp_path}/no_such.pt"): "No such file"}
+    for (script, flag, path), kind in cases.items():
         out = run_script(script, flag, path)
         (line,) = out.stderr.strip().splitlines()
         assert out.returncode == 1 and line.startswith(f"{script}: error: {path}"), (script, flag, out.stderr)
-        assert "No such file" in line if "no_such" in path else (
-            "--resume takes <run>/checkpoint.pt, --eval-checkpoint <run>/model.pt" in line)
+        assert {"No such file": "No such file" in line,
+                "takes": "--resume takes <run>/checkpoint.pt of a run of the script given it" in line,
+                "another": line.endswith("whose policy ppo_discrete.py cannot read: evaluate it with "
+                                         "ppo_continuous.py")}[kind], line
 
 
 def test_a_command_line_run_resumes_from_code_of_ones_own(tmp_path):
@@ -245,8 +247,8 @@ def test_load_agent_gives_the_saved_policy_to_code_of_your_own(tmp_path):
     for name in SCRIPTS:
         module = __import__(name)
         result = module.main(module.RunArgs(**SHORT_RUNS[name], save_model=True, log_dir=str(tmp_path)))
-        obs_dim = module.make_env(SHORT_RUNS[name]["env_id"]).observation_space.shape[0]
-        obs = np.linspace(-1, 1, obs_dim, dtype=np.float32)
+        shape = module.make_env(SHORT_RUNS[name]["env_id"]).observation_space.shape  # ppo_atari's: an image
+        obs = np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape)
         expected.append(namespace["act"](result["agent"], obs))
         lines += [act, f"from {name} import load_agent",
                   f"agent = load_agent({result['run_dir'] + '/model.pt'!r})",
