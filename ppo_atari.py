@@ -33,6 +33,7 @@ import tyro
 from torch.utils.tensorboard import SummaryWriter
 
 
+# "core detail N", "continuous detail N": item N of Huang et al. 2022's lists of PPO's details.
 @dataclass
 class Args:
     # --- the algorithm ---

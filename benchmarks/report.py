@@ -455,6 +455,58 @@ def recurrent_section(results: list[dict], out: Path, md_path: Path) -> list[str
     return lines
 
 
+def minatar_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
+    """ppo_atari.py on MinAtar's five games (the minatar suite), beside ppo_discrete.py on the same
+    frames flattened into vectors, with the same batches, epochs, clip and loss weights; and each
+    game's curves, both scripts in one plot (minatar-<game>.png in `out`)."""
+    runs = [r for r in results if r["suite"] == "minatar" and r["status"] == "ok"]
+    if not runs:
+        return []
+    expected = {(algo, env_id): len(seeds) for algo, env_id, _, seeds, *_ in SUITES["minatar"]}
+    lines = ["## Pixels: `ppo_atari.py` on MinAtar", "",
+             "MinAtar's five games (Young and Tian 2019): 10×10 frames, one channel per kind of object, "
+             "sticky actions 0.1. `ppo_atari.py` runs at its defaults (the PPO paper's Atari settings) with "
+             "MinAtar's network (one 3×3 convolution of 16 filters, 128 units). `ppo_discrete.py` takes the "
+             "same frames flattened into a vector (`benchmarks/flat_minatar.py`), the same batches of 8 × 128 "
+             "steps, 3 epochs, ε 0.1 and c₁ 1, and two tanh layers of 128 units. It keeps ε constant, and "
+             "`ppo_atari.py` decays it. Final return and greedy evaluation as above. The difference is "
+             "`ppo_atari.py` − `ppo_discrete.py` in final return, with its 95% bootstrap interval over seeds. "
+             "The MinAtar paper's own figures (DQN and actor-critic curves at 5M frames) are not yet set "
+             "beside these runs.", "",
+             "| game | script | seeds | steps | final return | greedy evaluation | difference |",
+             "|---|---|---|---|---|---|---|"]
+    cells = defaultdict(list)
+    for r in runs:
+        game = r["env_id"].rpartition("/")[2]
+        cells[(game, r["algo"])].append(r)
+    for game in sorted({game for game, _ in cells}):
+        flat, pixels = cells.get((game, "ppo_discrete"), []), cells.get((game, "ppo_atari"), [])
+        for algo, cell in (("ppo_atari", pixels), ("ppo_discrete", flat)):
+            if not cell:
+                continue
+            finals = [r["final_return"] for r in cell]
+            evals = [np.mean(r["eval_returns"]) for r in cell if r.get("eval_returns")]
+            count = next(n for (a, env_id), n in expected.items() if a == algo and env_id.endswith(game))
+            seeds = ", ".join(str(r["seed"]) for r in sorted(cell, key=lambda r: r["seed"]))
+            greedy = f"{np.mean(evals):.1f} ± {np.std(evals):.1f}" if evals else "not recorded"
+            diff = compare([r["final_return"] for r in flat], finals) if algo == "ppo_atari" and flat else ""
+            lines.append(f"| {game} | `{algo}` | {seeds} | {cell[0]['total_timesteps']:,} | "
+                         f"{mean_std(finals, count)} | {greedy} | {diff} |")
+    lines += ["", "Flags of each cell (beside `--env-id` and `--seed`), and the commit of each script:", ""]
+    for (game, algo), cell in sorted(cells.items()):
+        flags = cell[0]["command"].split(f"--seed {cell[0]['seed']}", 1)[1].strip()
+        lines.append(f"- {game}, `{algo}`: `{flags}` ({made_at(cell)})")
+    lines += ["", "Learning curves: the mean over seeds of each run's mean return over its last "
+              f"{WINDOW} episodes, with a 95% bootstrap band.", ""]
+    for game in sorted({game for game, _ in cells}):
+        png = out / f"minatar-{game}.png"
+        plot_env(f"MinAtar {game}", {algo: cell for (g, algo), cell in cells.items() if g == game}, png)
+        rel = png.relative_to(md_path.parent) if png.is_relative_to(md_path.parent) else png
+        lines += [f"![MinAtar {game}: ppo_atari.py and ppo_discrete.py on flattened frames]({rel})", ""]
+    lines += ["```bash", "python benchmarks/run.py --suite minatar --workers 1", "```", ""]
+    return lines
+
+
 def side_by_side_runs(results: list[dict]) -> tuple[dict, dict, list[dict]]:
     """The side-by-side suite's finished runs: ours and CleanRL's by env, and ours on HalfCheetah-v4
     without the truncation bootstrap."""
@@ -731,6 +783,15 @@ STEP_FIGURES = {
         "one observation does not tell where the pole is going. `ppo_recurrent.py` runs at its defaults, "
         "RL Zoo's settings, and `ppo_discrete.py` at its own, on the same budget (the recurrent suite, "
         "`benchmarks/RESULTS.md`)."),
+    ("ppo_discrete", "ppo_atari"): (
+        [("ppo_discrete.py on flattened frames", "ppo_discrete", "benchmarks.flat_minatar:MinAtarFlat/Asterix-v1", None,
+          THREE_SEEDS),
+         ("ppo_atari.py", "ppo_atari", "MinAtar/Asterix-v1", None, THREE_SEEDS)],
+        "MinAtarFlat is MinAtar with each 10×10 frame flattened into a vector of zeros and ones. Both scripts "
+        "take the same batches, epochs, clip and loss weights (the minatar suite, `benchmarks/RESULTS.md`). "
+        "`ppo_discrete.py` keeps ε constant, and `ppo_atari.py` decays it, so the gap is not the encoder's "
+        "alone. MinAtar's frames are not stacked: the step's second half, the stack of 4 ALE frames, is not "
+        "in this figure."),
 }
 
 
@@ -823,7 +884,7 @@ def main() -> None:
     write_ablations(results, args.out, args.ablations_md)
     # RESULTS.md: our scripts' defaults only (the side-by-side suite's CleanRL runs are a peer's)
     results = [r for r in results if not r.get("variant") and not r["algo"].startswith("cleanrl")
-               and r["suite"] != "recurrent"]  # (the recurrent suite has its own section)
+               and r["suite"] not in ("recurrent", "minatar")]  # (sections of their own)
     finished = [r for r in results if r["status"] == "ok"]
     cells = defaultdict(lambda: defaultdict(list))  # env -> algo -> runs
     for r in finished:
@@ -854,6 +915,7 @@ def main() -> None:
     everything = load_results(args.out)  # the variants too
     lines += (vpg_lr_section(everything) + mujoco2_section(everything) + cg_stop_section(everything)
               + reinforce_rollout_section(everything) + recurrent_section(everything, args.out, args.results_md)
+              + minatar_section(everything, args.out, args.results_md)
               + side_by_side_section(everything, args.out, args.results_md))
     if args.out == DEFAULT_OUT:  # README and the step pages' figures show the committed runs only
         rewrite_readme(everything)

@@ -599,3 +599,14 @@ def test_the_notes_of_each_sub_step_are_on_its_step_page_with_their_line():
                 heading = source.split("\n")[note.line - 1].strip() if note.line else "the whole file"
                 assert shown in page and html.escape(heading) in page.split(shown)[0].rsplit("Note on", 1)[1], \
                     (old, new, name, note.anchor)
+
+
+def test_each_ppo_file_keys_the_details_it_cites_before_it_cites_them():
+    """A copied file is read alone: "core detail N" is decoded in the file, above its first use
+    (issue 72, item 8)."""
+    key = "item N of Huang et al. 2022's lists of PPO's details"
+    for path in sorted(ROOT.glob("ppo_*.py")):
+        lines = path.read_text().splitlines()
+        keyed = [i for i, line in enumerate(lines) if key in line]
+        cited = [i for i, line in enumerate(lines) if re.search(r"(core|continuous) detail \d", line)]
+        assert keyed and cited and keyed[0] < cited[0], path.name
