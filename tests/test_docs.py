@@ -610,3 +610,39 @@ def test_each_ppo_file_keys_the_details_it_cites_before_it_cites_them():
         keyed = [i for i, line in enumerate(lines) if key in line]
         cited = [i for i, line in enumerate(lines) if re.search(r"(core|continuous) detail \d", line)]
         assert keyed and cited and keyed[0] < cited[0], path.name
+
+
+def _content_words(text: str) -> set[str]:
+    stop = {"a", "an", "the", "of", "to", "in", "on", "and", "or", "is", "are", "be", "by", "it", "its", "as", "at",
+            "for", "with", "from", "this", "that", "these"}
+    return {w for w in re.findall(r"[\w'’]+", text.lower()) if w not in stop}
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?:])\s+", " ".join(text.split())) if s]
+
+
+@pytest.mark.parametrize("name", list(build.SCRIPTS))
+def test_no_note_repeats_a_comment_or_docstring_of_its_script(name):
+    """A note says what the script does not: no sentence of docs/notes/<script>.md (of 4 words or
+    more, short words aside) has 85% or more of its words in one sentence of the script's comments
+    or docstrings (issue 72, item 7: trpo.md repeated trpo.py almost word for word)."""
+    import io
+    import tokenize
+
+    source, sentences, block = (ROOT / f"{name}.py").read_text(), [], []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            block.append(token.string.lstrip("# "))
+        elif token.type == tokenize.STRING and token.string.startswith('"""'):
+            sentences += _sentences(token.string.strip('"'))
+        elif token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT) and block:
+            sentences, block = sentences + _sentences(" ".join(block)), []
+    script = [_content_words(s) for s in sentences]
+    repeats = []
+    for note in build.side_notes.parse(build.side_notes.path_of(name).read_text()):
+        for sentence in _sentences(" ".join(note.body)):
+            words = _content_words(sentence)
+            if len(words) >= 4 and max(len(words & s) for s in script) >= 0.85 * len(words):
+                repeats.append(f"{note.anchor}: {sentence}")
+    assert not repeats, repeats
