@@ -496,7 +496,8 @@ def definition_docstring(node: ast.AST, several: bool) -> str:
                 paragraph.append(line.strip())
         if paragraph:
             parts.append(f"<p>{prose(' '.join(paragraph))}</p>")
-    return f'<div class="docstring" data-lines="{doc.lineno}-{doc.end_lineno}">{"".join(parts)}</div>'
+    return (f'<div class="docstring" data-def="{node.lineno}" data-lines="{doc.lineno}-{doc.end_lineno}">'
+            f'{"".join(parts)}</div>')
 
 
 def docstring_lines(node: ast.AST) -> range:
@@ -624,8 +625,6 @@ def render(name: str, source: str | None = None) -> str:
         # a definition's own notes follow its docstring; the others come after the section's notes
         with_notes = {d.lineno: definition_docstring(d, len(documented) > 1) + "".join(
             side_notes.html(n, prose_block, math) for n in beside if n.line == d.lineno) for d in documented}
-        above = "".join(with_notes[d.lineno] for d in documented if d.lineno < notes_start)
-        below = "".join(with_notes[d.lineno] for d in documented if d.lineno > notes_start)
         beside = [n for n in beside if n.line not in with_notes]
         flags, field_docs = (flags_html(lines, code) if code and any(first <= code[0] <= last for first, last in flag_classes)
                              else ("", set()))
@@ -638,8 +637,12 @@ def render(name: str, source: str | None = None) -> str:
             code_html = f"<pre>{code_html}</pre>"
         inner = bool(code) and not any(n in top_level for n in code[:1]) and not notes_starts_part(notes)
         anchor = f"L{code[0]}" if code else f"N{len(body)}"  # link to a section by its first line: page.html#L120
-        cell = f"{above}{notes_html(notes, name, notes_start)}{below}{flags}"
-        cell += "".join(side_notes.html(n, prose_block, math) for n in beside)
+        # By the line each explains: the docstrings with their notes, the section's comments with
+        # the flags they introduce, and the notes anchored to one line.
+        items = [(d.lineno, 0, with_notes[d.lineno]) for d in documented]
+        items += [(notes_start, 1, notes_html(notes, name, notes_start) + flags)]
+        items += [(n.line, 2, side_notes.html(n, prose_block, math)) for n in beside]
+        cell = "".join(text for *_, text in sorted(items, key=lambda item: item[:2]))
         cell += derivations.code_backlinks(name, set(code), cell)  # the equations this code computes
         body.append(f'<div class="section{" inner" if inner else ""}" id="{anchor}">'
                     f'<div class="notes">{cell}</div>'

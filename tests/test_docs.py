@@ -646,3 +646,15 @@ def test_no_note_repeats_a_comment_or_docstring_of_its_script(name):
             if len(words) >= 4 and max(len(words & s) for s in script) >= 0.85 * len(words):
                 repeats.append(f"{note.anchor}: {sentence}")
     assert not repeats, repeats
+
+
+@pytest.mark.parametrize("name", list(build.SCRIPTS))
+def test_the_notes_of_a_section_follow_the_order_of_the_lines_they_explain(name):
+    """Within a section, each docstring and each note anchored to a line comes in the order of
+    its line (issue 72, item 6: the note on `torch.full((act_dim,), -0.5)` came after
+    greedy_action's docstring)."""
+    page = build.render(name)
+    for section in re.findall(r'<div class="notes">(.*?)</div><div class="code">', page, re.S):
+        lines = [int(m[0] or m[1]) for m in re.findall(r'data-anchor="(\d+)"|data-def="(\d+)"', section)]
+        lines = [n for n in lines if n]  # (0: the introduction's notes)
+        assert lines == sorted(lines), (name, lines)
