@@ -107,21 +107,30 @@ def gae_on(m, **variant):
     """GAE on a rollout of 5 steps in 3 envs with no episode end. Without `variant`, it is the
     student's compute_gae. With one, it is the recursion written here, with each factor set
     apart: γ in δ_t (gamma_delta), the sign of V(s_t) in δ_t (value_sign), γ in the recursion
-    (gamma_rec) and λ (gae_lambda), and the direction of time (backward). A missing factor, a
-    flipped sign or a recursion run forward can then be recognised."""
+    (gamma_rec) and λ (gae_lambda), the direction of time (backward), and V(s_{t+1}) taken from
+    values[t + 1] rather than next_values (from_values). A missing factor, a flipped sign, a
+    recursion run forward or next_values ignored can then be recognised."""
     gen = torch.Generator().manual_seed(0)
     rewards, values, next_values = (torch.randn(5, 3, generator=gen) for _ in range(3))
     gamma, gae_lambda = 0.9, 0.7
     if not variant:
         zeros = torch.zeros(5, 3)
         return m.compute_gae(rewards, values, next_values, zeros, zeros, gamma, gae_lambda)[0]
-    v = dict(gamma_delta=gamma, value_sign=-1.0, gamma_rec=gamma, gae_lambda=gae_lambda, backward=True) | variant
+    v = dict(gamma_delta=gamma, value_sign=-1.0, gamma_rec=gamma, gae_lambda=gae_lambda, backward=True,
+             from_values=False) | variant
+    if v["from_values"]:
+        next_values = torch.cat([values[1:], torch.zeros(1, 3)])
     deltas = rewards + v["gamma_delta"] * next_values + v["value_sign"] * values
     advantages, next_advantage = torch.zeros(5, 3), torch.zeros(3)
     for t in reversed(range(5)) if v["backward"] else range(5):
         next_advantage = deltas[t] + v["gamma_rec"] * v["gae_lambda"] * next_advantage
         advantages[t] = next_advantage
     return advantages
+
+
+IGNORED_NEXT_VALUES = ("your GAE ignores next_values: it bootstraps from values[t + 1], and from 0 at the rollout's "
+                       "end. next_values[t] is V of the observation that followed step t: V(final obs) after a "
+                       "truncation, V(s_T) at the rollout's end")
 
 
 def gae_discounts(m):
@@ -136,7 +145,8 @@ def gae_discounts(m):
                                                     "not γ alone"),
                              (dict(backward=False), "the recursion runs forward in time: your A_t adds γλ A_{t−1}, the "
                                                     "steps before t. Run t from T − 1 down to 0, so that A_t adds "
-                                                    "γλ A_{t+1}, the steps after it")]:
+                                                    "γλ A_{t+1}, the steps after it"),
+                             (dict(from_values=True), IGNORED_NEXT_VALUES)]:
         if torch.allclose(yours, gae_on(m, **variant), atol=1e-5):
             raise Named(mistake)
     raise AssertionError("not Σ_l (γλ)^l δ_{t+l}")
@@ -180,6 +190,10 @@ def gae_mistake(m) -> None:
             raise Named("your advantages are right, but your returns are not A + V. The critic's target is the "
                         "λ-return R̂_t = A_t + V(s_t), with the value of step t itself")
         return
+    # next_values ignored: V(s_{t+1}) taken from values[t + 1], and 0 at the rollout's end
+    from_values = dict(data, next_values=torch.cat([data["values"][1:], torch.zeros_like(data["values"][:1])]))
+    if close(advantages, gae_with_masks(from_values, alive, going_on, gamma, gae_lambda)):
+        raise Named(IGNORED_NEXT_VALUES)
     for shift, step in [(1, "t + 1"), (-1, "t − 1")]:
         for fill in (0.0, 1.0):
             wrong_alive, wrong_going_on = flags_of_step(alive, shift, fill), flags_of_step(going_on, shift, fill)
@@ -625,13 +639,19 @@ def ppo_record(m, **flags) -> tuple[list, Exception | None]:
 
     For each update, the record holds the observations the rollout acted on, and their log π.
     For each minibatch step, it holds the observations the update re-evaluated, and the new and
-    old log π and the advantages handed to ppo_loss. It also holds the loss's approx_kl and the
-    number of Adam steps. A second evaluation of the same minibatch before its loss counts once.
+    old log π and the advantages handed to ppo_loss. It also holds the loss's approx_kl, the
+    number of Adam steps, and the cosine between the gradient Adam steps on and the gradient of
+    the minibatch's own loss (1 where the gradients are zeroed before each backward pass). A
+    second evaluation of the same minibatch before its loss counts once.
     The exception the run raised, if any, comes back beside the record, since the record may
     name the mistake better."""
-    updates = []
+    updates, agents = [], []
 
     class Recording(m.Agent):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            agents.append(self)
+
         def get_action_and_value(self, obs, action=None):
             out = super().get_action_and_value(obs, action)
             if action is None:  # acting: in a rollout
@@ -647,14 +667,23 @@ def ppo_record(m, **flags) -> tuple[list, Exception | None]:
 
     def spy_loss(new_logprob, old_logprob, advantages, *rest):
         loss, stats = real_loss(new_logprob, old_logprob, advantages, *rest)
+        params = list(agents[-1].parameters())
+        own = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)  # this minibatch's alone
         updates[-1]["minibatches"][-1].update(advantages=advantages.detach().clone(), kl=stats["approx_kl"].item(),
-                                              new=new_logprob.detach().clone(), old=old_logprob.detach().clone())
+                                              new=new_logprob.detach().clone(), old=old_logprob.detach().clone(),
+                                              own=torch.cat([(g if g is not None else torch.zeros_like(p)).flatten()
+                                                             for g, p in zip(own, params, strict=True)]))
         return loss, stats
 
     class CountingAdam(torch.optim.Adam):
         def step(self, closure=None):
             if updates and updates[-1]["minibatches"]:
-                updates[-1]["minibatches"][-1]["adam"] += 1
+                minibatch = updates[-1]["minibatches"][-1]
+                minibatch["adam"] += 1
+                stepped = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten()
+                                     for group in self.param_groups for p in group["params"]])
+                if "own" in minibatch and stepped.shape == minibatch["own"].shape:
+                    minibatch["cosine"] = torch.nn.functional.cosine_similarity(stepped, minibatch["own"], 0).item()
             return super().step(closure)
 
     real_loss = m.ppo_loss
@@ -721,6 +750,21 @@ def epochs_and_minibatches(m):
         assert adam == [1] * len(adam), f"Adam steps per minibatch: {adam}, not one each"
 
 
+def each_step_follows_its_own_minibatch(m):
+    """The gradient of each Adam step is its minibatch's own, clipped: gradients zeroed before
+    each backward pass. Without optimizer.zero_grad(), the gradients of all earlier minibatches
+    add to it."""
+    # With the gradient left unclipped: a clip would shrink what earlier minibatches left behind.
+    updates, error = recorded(m, "unclipped", lambda m: ppo_record(m, max_grad_norm=1e9))
+    if error is not None:
+        raise error
+    cosines = [mb["cosine"] for update in updates for mb in update["minibatches"] if "cosine" in mb]
+    assert cosines, "no Adam step was seen after a loss"
+    if min(cosines) < 0.9999:
+        raise Named(f"the gradients of earlier minibatches add to each step's (cosine {min(cosines):.3f} with the "
+                    "minibatch's own gradient): call optimizer.zero_grad() before loss.backward()")
+
+
 def new_order_each_epoch(m):
     for update in ppo_epochs(m):
         orders = [torch.cat([mb["obs"] for mb in epoch]) for epoch in epochs_of(update)]
@@ -767,10 +811,12 @@ def target_kl_tiny_stops_after_first_epoch(m):
             raise Named(STALE)
         raise Named("--target-kl never stops an update: after each epoch, stop once its mean approx_kl exceeds "
                     "the target")
-    if all(0 < s < per_epoch for s in steps):
+    # Counted in epochs, not minibatches: one whole epoch, then the stop.
+    epochs = [[len(epoch) for epoch in epochs_of(update)] for update in updates]
+    if any(n < per_epoch for sizes in epochs for n in sizes):
         raise Named("the early stop acts inside an epoch, after a minibatch. The script checks only after a whole "
                     "epoch, on the mean approx_kl of its minibatches")
-    assert steps == [per_epoch] * len(steps), f"minibatch steps per update: {steps}, not {per_epoch}"
+    assert epochs == [[per_epoch]] * len(epochs), f"minibatches in each epoch of each update: {epochs}"
 
 
 def epochs_done(update, rule, target) -> int:
@@ -1171,6 +1217,9 @@ CHECKS = {
             "the update's epochs, minibatches or Adam steps are off", EPOCHS, epochs_and_minibatches) for s in PPO]
         + [(s, "each epoch draws a new random split of the batch", "the epochs repeat one split", EPOCHS,
             new_order_each_epoch) for s in PPO]
+        + [(s, "each Adam step follows its own minibatch's gradient: gradients zeroed before each backward pass",
+            "each step's gradient holds earlier minibatches' too", EPOCHS, each_step_follows_its_own_minibatch)
+           for s in PPO]
         + [(s, "every minibatch hands ppo_loss the log π the rollout stored for its samples: π_old stays fixed",
             "the old log π handed to ppo_loss are not the rollout's log π of the minibatch's samples: index every "
             "batch tensor with the same minibatch indices", EPOCHS, old_log_probs_are_the_rollouts) for s in PPO]

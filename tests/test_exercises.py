@@ -213,6 +213,21 @@ UNROLL_STEP = """\
             critic_out.append(out)
             state = torch.cat([h_actor, c_actor, h_critic, c_critic], dim=-1)[0]
 """
+# The KL early stop after each epoch, and the mistake of issue 72: the same lines inside the
+# minibatch loop, where they stop an epoch after its first minibatch
+KL_STOP_AFTER_EPOCH = """                epoch_stats.append(stats)
+            update_stats += epoch_stats
+            # Early stop: the policy has already moved far from π_old.
+            epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()
+            if args.target_kl is not None and epoch_kl > args.target_kl:
+                break
+"""
+KL_STOP_IN_MINIBATCH_LOOP = """                epoch_stats.append(stats)
+                epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()
+                if args.target_kl is not None and epoch_kl > args.target_kl:
+                    break
+            update_stats += epoch_stats
+"""
 # (exercise, script, reference code, wrong code, words of the message that must name the mistake)
 WRONG = [
     (1, "reinforce", "gamma * (1.0 - dones[t]) * next_return", "gamma * next_return", "leak into the next episode"),
@@ -244,6 +259,12 @@ WRONG = [
     (9, "trpo", "retain_graph=True) + damping * v", "retain_graph=True)", "the damping term is missing"),
     (9, "trpo", "x, r = x + alpha * p, r - alpha * Ap", "x, r = x + alpha * p, r + alpha * Ap",
      "your iteration does not solve A x = b"),
+    (11, "ppo_discrete", "                optimizer.zero_grad()\n", "",
+     "the gradients of earlier minibatches add to each step's"),
+    (11, "ppo_discrete", KL_STOP_AFTER_EPOCH, KL_STOP_IN_MINIBATCH_LOOP, "the early stop acts inside an epoch"),
+    (4, "vpg", "deltas = rewards + gamma * (1.0 - terminations) * next_values - values",
+     "deltas = rewards + gamma * (1.0 - terminations) * torch.cat([values[1:], 0 * values[:1]]) - values",
+     "your GAE ignores next_values"),
     (13, "ppo_recurrent", RESET, "", "no reset at episode starts"),
     (13, "ppo_recurrent", "        actor_out, critic_out = [], []\n",
      "        actor_out, critic_out = [], []\n        state = torch.zeros_like(state)\n", "replays from a zero state"),
