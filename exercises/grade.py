@@ -6,9 +6,10 @@
 
 What it prints. A property checked in several files takes one line per outcome, and the line
 names the files. A ✓ line says that the property holds. A ✗ line gives the property that failed,
-then the mistake it points to, in words, and the equation to compare with. Where the grader
-recognises the mistake, it names it. Otherwise it adds what the check found, or what your code
-raised. Each file's first failure in an exercise is the only one printed. The later ones are
+then the mistake it points to, in words, and the equation to compare with. A mistake is named
+only where your code does what that mistake does: the output computed here for that mistake, or
+the behaviour the name describes (exercises/README.md). Any other mistake is located: the line adds what the check found, or what your
+code raised. Each file's first failure in an exercise is the only one printed. The later ones are
 counted on the exercise's last line, since the first mistake may be their cause. An unwritten
 exercise is said once per file.
 
@@ -953,20 +954,36 @@ GAE, PPO = ("vpg", "trpo", "ppo_discrete", "ppo_continuous"), ("ppo_discrete", "
 # --- checks of exercise 13: the recurrent agent's unroll, against an independent step-by-step LSTM ---
 
 
-def unrolled(agent, obs, state, starts, reset=True):
+def unrolled(agent, obs, state, starts, reset=True, mistake=None):
     """What Agent.unroll must return, computed here one step at a time with the agent's own
     LSTMs. That is the actor's and the critic's outputs (T, B, H), and the state after the last
     step (B, 4H), which holds the actor's h and c, then the critic's. With `reset` False, the
-    state is never reset."""
-    h_a, c_a, h_c, c_c = state[None].chunk(4, dim=-1)  # (1, B, H) each, as torch's LSTM takes them
+    state is never reset. With a `mistake`, what that mistake computes: "after" (the state reset
+    after the step where an episode starts, not before it), "h only" (h reset, c kept), "first
+    only" (a reset before step 0 alone, as one LSTM call over all T steps does), "repacked" (the
+    state read and written as the actor's h, the critic's h, then both c)."""
+    order = (0, 2, 1, 3) if mistake == "repacked" else (0, 1, 2, 3)
+    chunks = state[None].chunk(4, dim=-1)  # (1, B, H) each, as torch's LSTM takes them
+    h_a, c_a, h_c, c_c = (chunks[i] for i in order)
     actor, critic = [], []
     for t in range(obs.shape[0]):
-        keep = 1.0 - starts[t][:, None] if reset else 1.0
-        out_a, (h_a, c_a) = agent.actor_lstm(obs[t:t + 1], (h_a * keep, c_a * keep))
-        out_c, (h_c, c_c) = agent.critic_lstm(obs[t:t + 1], (h_c * keep, c_c * keep))
+        keep = 1.0 - starts[t][:, None]
+        before = 1.0 if not reset or mistake == "after" or (mistake == "first only" and t) else keep
+        cell = 1.0 if mistake == "h only" else before
+        out_a, (h_a, c_a) = agent.actor_lstm(obs[t:t + 1], (h_a * before, c_a * cell))
+        out_c, (h_c, c_c) = agent.critic_lstm(obs[t:t + 1], (h_c * before, c_c * cell))
+        if mistake == "after":
+            h_a, c_a, h_c, c_c = (x * keep for x in (h_a, c_a, h_c, c_c))
         actor.append(out_a)
         critic.append(out_c)
-    return torch.cat(actor), torch.cat(critic), torch.cat([h_a, c_a, h_c, c_c], dim=-1)[0]
+    last = [None] * 4
+    for i, x in zip(order, (h_a, c_a, h_c, c_c), strict=True):
+        last[i] = x
+    return torch.cat(actor), torch.cat(critic), torch.cat(last, dim=-1)[0]
+
+
+REPACKED = ("your unroll reads the state in another order: the state is the actor's h and c, then the critic's h "
+            "and c, each H wide, as it is handed in and as it must be returned")
 
 
 def unroll_case(m, starts):
@@ -1001,6 +1018,9 @@ def unroll_starts_from_the_given_state(m):
     if same(got, from_zero):
         raise Named("your unroll replays from a zero state: the state handed in (the segment's stored start state) "
                     "must be the state before step 0")
+    with torch.no_grad():
+        if same(got, unrolled(agent, obs, state, torch.zeros(5, 3), mistake="repacked")):
+            raise Named(REPACKED)
     assert same(got, expected), "the outputs differ from the LSTMs stepped from the given state"
 
 
@@ -1012,12 +1032,20 @@ def unroll_resets_where_an_episode_starts(m):
         expected, never = unrolled(agent, obs, state, starts), unrolled(agent, obs, state, starts, reset=False)
     if same(got, never):
         raise Named("no reset at episode starts: where episode_starts[t] = 1, the state before step t must be set to 0")
-    for b in range(3):  # which env goes wrong, and from which step
+    for mistake, name in [("after", "the state is reset after the step where an episode starts: it must be reset "
+                                     "before that step, which is the new episode's first"),
+                          ("h only", "only h is reset at an episode start: c, the LSTM's cell, must be set to 0 too"),
+                          ("first only", "the state is reset before step 0 alone: one LSTM call over all T steps "
+                                         "cannot reset it where a later episode starts. Cut the call there"),
+                          ("repacked", REPACKED)]:
+        with torch.no_grad():
+            if same(got, unrolled(agent, obs, state, starts, mistake=mistake)):
+                raise Named(name)
+    for b in range(3):  # which env goes wrong, and from which step: located, not named
         for t in range(5):
             if not (near(got[0][t, b], expected[0][t, b]) and near(got[1][t, b], expected[1][t, b])):
-                raise Named(f"env {b}'s outputs differ from step {t} on" + (
-                    ", where its episode starts: the state must be reset before the step, not after it"
-                    if starts[t, b] else ": the reset must touch only the envs whose episode starts, at that step"))
+                raise AssertionError(f"env {b}'s outputs differ from step {t} on" + (
+                    ", a step where its episode starts" if starts[t, b] else ""))
     assert same(got, expected), "the state returned after the last step differs"
 
 

@@ -268,7 +268,6 @@ WRONG = [
     (13, "ppo_recurrent", RESET, "", "no reset at episode starts"),
     (13, "ppo_recurrent", "        actor_out, critic_out = [], []\n",
      "        actor_out, critic_out = [], []\n        state = torch.zeros_like(state)\n", "replays from a zero state"),
-    (13, "ppo_recurrent", RESET + UNROLL_STEP, UNROLL_STEP + RESET, "reset before the step, not after it"),
 ]
 
 
@@ -340,6 +339,13 @@ def test_the_grader_names_a_gae_mistake_and_claims_nothing_else(planted, tmp_pat
 
 
 # Agent.unroll run one step a call: each step is a stretch of its own
+CUTS = "        cuts = [t for t in range(1, obs.shape[0]) if episode_starts[t].any()]\n"
+UNPACK = "h_actor, c_actor, h_critic, c_critic = (x.contiguous() for x in state[None].chunk(4, 2))"
+PACK = "state = torch.cat([h_actor, c_actor, h_critic, c_critic], dim=-1)[0]"
+H_ONLY = """            h_a, c_a, h_c, c_c = state.chunk(4, -1)
+            keep = (1.0 - episode_starts[begin])[:, None]
+            state = torch.cat([h_a * keep, c_a, h_c * keep, c_c], -1)
+"""
 STEP_BY_STEP = ("cuts = [t for t in range(1, obs.shape[0]) if episode_starts[t].any()]", "cuts = list(range(1, obs.shape[0]))")
 DETACHED = "the state is detached inside the unroll: the gradient does not flow back through time"
 # Planted in ppo_discrete.py's ppo_loss and ppo_recurrent.py's Agent.unroll: (exercise, script, edits, the mistake
@@ -356,7 +362,33 @@ NAMED_MISTAKES = {
         "        actor_out, critic_out = [], []\n",
         "        actor_out, critic_out = [], []\n        state = torch.zeros_like(state)\n")],
         "your unroll replays from a zero state"),
+    # Issue 72, item 3: each named only where the unroll computes that mistake (grade.unrolled's mistakes)
+    "reset-after-the-step": (13, "ppo_recurrent", [STEP_BY_STEP, (RESET + UNROLL_STEP, UNROLL_STEP + RESET)],
+                             "the state is reset after the step where an episode starts"),
+    "h-reset-c-kept": (13, "ppo_recurrent", [(RESET, H_ONLY)], "only h is reset at an episode start"),
+    "one-call-reset-at-0": (13, "ppo_recurrent", [(CUTS, "        cuts = []\n")],
+                            "the state is reset before step 0 alone"),
+    "repacked-state": (13, "ppo_recurrent", [(UNPACK, UNPACK.replace("c_actor, h_critic", "h_critic, c_actor")),
+                                             (PACK, PACK.replace("c_actor, h_critic", "h_critic, c_actor"))],
+                       "your unroll reads the state in another order"),
 }
+
+
+@pytest.mark.parametrize("edits", [
+    [(RESET, RESET.replace("episode_starts[begin]", "episode_starts[max(begin - 1, 0)]"))],  # the flag of a step before
+    [(RESET + UNROLL_STEP, UNROLL_STEP + RESET)]],  # reset after a stretch, not after a step
+    ids=["flag-of-the-step-before", "reset-after-the-stretch"])
+def test_an_unroll_mistake_that_is_none_of_the_named_ones_is_located_not_named(edits, tmp_path):
+    """Exercise 13's checks name a mistake only where the unroll computes it: another mistake at an
+    episode start is located (which env, from which step), with no cause claimed."""
+    plant(tmp_path, "ppo_recurrent", *edits)
+    lines = []
+    assert not grade.grade(tmp_path, [13], learning=False, out=lines.append)[13]
+    failures = "\n".join(line for line in lines if "✗" in line or "found" in line)
+    assert "outputs differ from step" in failures or "differs" in failures, failures
+    for name in ("reset after the step", "before the step, not after it", "only h is reset", "before step 0 alone", "another order", "zero state",
+                 "no reset at episode starts"):
+        assert name not in failures, failures
 
 
 @pytest.mark.parametrize("planted", NAMED_MISTAKES)
