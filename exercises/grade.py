@@ -8,8 +8,8 @@ What it prints. A property checked in several files takes one line per outcome, 
 names the files. A ✓ line says that the property holds. A ✗ line gives the property that failed,
 then the mistake it points to, in words, and the equation to compare with. A mistake is named
 only where your code does what that mistake does: the output computed here for that mistake, or
-the behaviour the name describes (exercises/README.md). Any other mistake is located: the line adds what the check found, or what your
-code raised. Each file's first failure in an exercise is the only one printed. The later ones are
+the behaviour the name describes (exercises/README.md). Any other mistake is located: the line
+adds what the check found, or what your code raised. Each file's first failure in an exercise is the only one printed. The later ones are
 counted on the exercise's last line, since the first mistake may be their cause. An unwritten
 exercise is said once per file.
 

@@ -386,8 +386,8 @@ def test_an_unroll_mistake_that_is_none_of_the_named_ones_is_located_not_named(e
     assert not grade.grade(tmp_path, [13], learning=False, out=lines.append)[13]
     failures = "\n".join(line for line in lines if "✗" in line or "found" in line)
     assert "outputs differ from step" in failures or "differs" in failures, failures
-    for name in ("reset after the step", "before the step, not after it", "only h is reset", "before step 0 alone", "another order", "zero state",
-                 "no reset at episode starts"):
+    for name in ("reset after the step", "before the step, not after it", "only h is reset", "before step 0 alone",
+                 "another order", "zero state", "no reset at episode starts"):
         assert name not in failures, failures
 
 
