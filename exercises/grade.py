@@ -9,9 +9,9 @@ names the files. A ✓ line says that the property holds. A ✗ line gives the p
 then the mistake it points to, in words, and the equation to compare with. A mistake is named
 only where your code does what that mistake does: the output computed here for that mistake, or
 the behaviour the name describes (exercises/README.md). Any other mistake is located: the line
-adds what the check found, or what your code raised. Each file's first failure in an exercise is the only one printed. The later ones are
-counted on the exercise's last line, since the first mistake may be their cause. An unwritten
-exercise is said once per file.
+adds what the check found, or what your code raised. Each file's first failure in an exercise is
+the only one printed. The later ones are counted on the exercise's last line, since the first
+mistake may be their cause. An unwritten exercise is said once per file.
 
 What it checks. The checks are the project's tests (tests/) and checks written for the
 exercises, run on your files. They use values worked out by hand, independent reference
