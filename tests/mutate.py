@@ -123,7 +123,8 @@ def mutants(path: Path) -> list[tuple[int, str, str]]:
 FIRST = {"reinforce": ["tests/test_reinforce_vpg.py"], "vpg": ["tests/test_reinforce_vpg.py", "tests/test_math.py"],
          "trpo": ["tests/test_trpo.py", "tests/test_reinforce_vpg.py", "tests/test_math.py"],
          "ppo_discrete": ["tests/test_math.py", "tests/test_ppo_discrete.py"],
-         "ppo_continuous": ["tests/test_ppo_continuous.py", "tests/test_math.py"]}
+         "ppo_continuous": ["tests/test_ppo_continuous.py", "tests/test_math.py"],
+         "ppo_recurrent": ["tests/test_ppo_recurrent.py"]}  # (for exercises/mutate_grader.py)
 
 
 def worker() -> None:

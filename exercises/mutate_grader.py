@@ -1,0 +1,187 @@
+"""Mutation testing of the grader: does it fail every wrong solution that changes what the code does?
+
+    python exercises/mutate_grader.py                  # every exercise; prints each mutant, then the scores
+    python exercises/mutate_grader.py --exercise 11    # one exercise
+    python exercises/mutate_grader.py --list           # the mutants, without running them
+
+Each mutant changes one line of an exercise's reference solution (the code that exercises/make.py
+cuts out of the student's copy) in one plausible way: the line deleted, an operator or operand
+swapped (tests/mutate.py's OPERATORS), or an index off by one. The grader then grades the six
+scripts with that mutant in place, for that exercise alone, without the learning run. A mutant
+that fails a check is caught.
+
+A mutant that passes the grader is tried against the project's own tests of that script
+(tests/mutate.py's worker: the fast tests and the exact gradients, on inputs they draw themselves).
+If one of them fails, the mutant changes behaviour and the grader missed it: a gap, listed. If
+none fails, neither the grader nor the tests tell the mutant from the reference: it is listed as
+possibly equivalent, and tests/README.md gives the reason for each. Not part of CI (tens of minutes
+on two cores).
+"""
+
+import argparse
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(HERE), str(ROOT / "tests")]
+
+import make  # noqa: E402
+import mutate  # noqa: E402  (tests/mutate.py)
+from ladder import LADDER, SCRIPTS  # noqa: E402
+
+INDEX = [(r"\[t\]", "[t - 1]"), (r"\[t \+ 1\]", "[t]"), (r"\[t - 1\]", "[t]"), (r"\[begin\]", "[begin - 1]"),
+         (r"\[0\]", "[1]"), (r"\[-1\]", "[0]")]
+
+
+def single_line_statements(tree: ast.AST, start: int, end: int) -> dict[int, bool]:
+    """Line -> whether it is a simple statement (deletable), for the statements of lines
+    start..end that fit on one line."""
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and start <= node.lineno == node.end_lineno <= end:
+            simple = not isinstance(node, (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.FunctionDef,
+                                           ast.ClassDef, ast.Return))
+            found[node.lineno] = found.get(node.lineno, True) and simple
+    return found
+
+
+def mutants(number: int) -> list[tuple[str, int, str, str]]:
+    """(script, line, original line, mutated line) of every mutant of exercise `number`."""
+    out = []
+    for part in next(ex for ex in LADDER if ex.number == number).parts:
+        source = (ROOT / f"{part.script}.py").read_text()
+        lines, tree = source.splitlines(), ast.parse(source)
+        start, end, _ = make.region(lines, make.find(tree, part.name), part.branch, part.block)
+        for n, deletable in sorted(single_line_statements(tree, start, end).items()):
+            line = lines[n - 1]
+            code, comment = mutate.code_part(line), line[len(mutate.code_part(line)):]
+            indent = code[:len(code) - len(code.lstrip())]
+            candidates = [indent + "pass"] if deletable else []
+            for pattern, replacement in mutate.OPERATORS + INDEX:
+                for match in re.finditer(pattern, code):
+                    candidates.append(code[:match.start()] + re.sub(pattern, replacement, match.group(0))
+                                      + code[match.end():] + comment)
+            for mutated in dict.fromkeys(candidates):
+                new = "\n".join(lines[:n - 1] + [mutated] + lines[n:])
+                try:
+                    if ast.dump(ast.parse(new)) == ast.dump(tree):
+                        continue
+                except SyntaxError:
+                    continue
+                out.append((part.script, n, line, mutated))
+    return out
+
+
+def worker() -> None:
+    """In a scratch copy of the repository: read one mutant a line (JSON: exercise, script, line,
+    new line), grade the six scripts with it in place, and answer whether the grader failed it and
+    its first ✗ line."""
+    import grade
+
+    answer = sys.stdout
+    student = Path("student")
+    student.mkdir(exist_ok=True)
+    for name in SCRIPTS:
+        shutil.copy(f"{name}.py", student / f"{name}.py")
+    for request in sys.stdin:
+        number, script, n, new = json.loads(request)
+        original = Path(f"{script}.py").read_text()
+        lines = original.splitlines()
+        lines[n - 1] = new
+        (student / f"{script}.py").write_text("\n".join(lines) + "\n")
+        printed = []
+        sys.stdout = open(os.devnull, "w")
+        try:
+            passed = grade.grade(student, [number], learning=False, out=printed.append)[number]
+        except Exception as error:  # the grader itself broke on the mutant: it did not pass
+            passed, printed = False, [f"✗ the grader raised {type(error).__name__}: {error}"]
+        finally:
+            sys.stdout.close()
+            sys.stdout = answer
+            (student / f"{script}.py").write_text(original)
+        first = next((line.strip() for line in printed if "✗" in line), "")
+        answer.write(json.dumps([not passed, first]) + "\n")
+        answer.flush()
+
+
+class Grader(mutate.Worker):
+    """The grading worker, restarted when a mutant runs past the time limit (an endless loop)."""
+
+    def ask(self, number: int, script: str, n: int, new: str, timeout: float) -> tuple[bool, str]:
+        import queue
+        import threading
+
+        if self.proc is None:
+            self.proc = subprocess.Popen([sys.executable, str(self.work / "exercises" / "mutate_grader.py"), "--worker"],
+                                         cwd=self.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                         stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+            self.answers = queue.Queue()
+            threading.Thread(target=lambda out: [self.answers.put(line) for line in out], args=(self.proc.stdout,),
+                             daemon=True).start()
+        self.proc.stdin.write(json.dumps([number, script, n, new]) + "\n")
+        self.proc.stdin.flush()
+        try:
+            return tuple(json.loads(self.answers.get(timeout=timeout)))
+        except queue.Empty:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+            return True, "timeout"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--exercise", type=int, action="append", help="only these exercises (repeat the flag)")
+    parser.add_argument("--list", action="store_true", help="print the mutants and exit")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds for one mutant's grading or tests")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker()
+    numbers = args.exercise or [ex.number for ex in LADDER]
+    every = [(number, *m) for number in numbers for m in mutants(number)]
+    if args.list:
+        for number, script, n, old, new in every:
+            print(f"exercise {number}: {script}.py:{n}: {old.strip()}  ->  {new.strip()}")
+        return print(f"{len(every)} mutants")
+    scores = {number: [0, 0, [], []] for number in numbers}  # mutants, caught, gaps, possibly equivalent
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp) / "repo"
+        shutil.copytree(ROOT, work, ignore=shutil.ignore_patterns(".git", ".venv", "results", "docs", "runs",
+                                                                  "student"))
+        grader, tests, start = Grader(work), mutate.Worker(work), time.time()
+        for i, (number, script, n, _, new) in enumerate(every, 1):
+            caught, why = grader.ask(number, script, n, new, args.timeout)
+            score = scores[number]
+            score[0] += 1
+            if caught:
+                score[1] += 1
+                status = f"caught: {why[:100]}"
+            else:
+                differs, by = tests.ask(script, n, new, args.timeout)
+                (score[2] if differs else score[3]).append(f"{script}.py:{n}: `{new.strip()}`"
+                                                           + (f" (the project's {by})" if differs else ""))
+                status = f"MISSED (the project's tests: {by})" if differs else "not caught, and no test tells it apart"
+            print(f"[{i}/{len(every)}] exercise {number}: {script}.py:{n}: {new.strip()}  {status} "
+                  f"({(time.time() - start) / 60:.0f} min)", flush=True)
+    print("\n| exercise | mutants | caught by the grader | missed (behaviour differs) | not told apart by any test |")
+    print("|---|---|---|---|---|")
+    for number, (count, caught, gaps, same) in scores.items():
+        print(f"| {number} | {count} | {caught} | {len(gaps)} | {len(same)} |")
+    for number, (_, _, gaps, same) in scores.items():
+        for kind, listed in (("missed", gaps), ("not told apart", same)):
+            for mutant in listed:
+                print(f"- exercise {number}, {kind}: {mutant}")
+
+
+if __name__ == "__main__":
+    main()
