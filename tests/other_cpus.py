@@ -36,9 +36,8 @@ KERNEL_TESTS = [
     "tests/test_math.py", "tests/test_exact_gradient.py", "tests/test_reinforce_vpg.py", "tests/test_trpo.py",
     "tests/test_truncation.py", "tests/test_rollout_storage.py", "tests/test_ppo_discrete.py",
     "tests/test_ppo_continuous.py", "tests/test_ppo_recurrent.py", "tests/test_guard_rails.py",
-    "tests/test_resume.py", "tests/test_extension_points.py",
+    "tests/test_resume.py", "tests/test_extension_points.py", "tests/test_ppo_atari.py",
 ]
-# What torch reports: ATen's capability, and oneDNN's ISA from its verbose line when an LSTM runs.
 # What torch reports: ATen's capability, oneDNN's ISA from its verbose line when an LSTM runs, and
 # MKL's code path from its verbose line when a matrix product runs.
 PROBE = ("import torch; torch.nn.LSTM(2, 2)(torch.zeros(1, 1, 2)); torch.ones(64, 64) @ torch.ones(64, 64); "
