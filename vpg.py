@@ -374,7 +374,7 @@ from dataclasses import fields
 
 SCRIPT = os.path.basename(__file__).removesuffix(".py")
 RELEASE, FORMAT = "0.4.0", 3  # pgref's release, and the format of the files it saves (CHANGELOG.md)
-COMMITS = {"0.1.0": "8df3641", "0.2.0": "a031320"}  # Each older release's commit on main
+COMMITS = {"0.1.0": "8df3641", "0.2.0": "a031320"}  # Releases of other file formats: commits
 LOCK = None  # The open <run>/.lock of the run that this process writes.
 ALGORITHM = "vpg"  # The pgref script this file is, or was copied from
 
@@ -396,7 +396,7 @@ class RunArgs(Args):  # Args and the tooling's flags: --help lists both
     eval_seed: int | None = None
     """seed ≥ 0 of evaluation episodes; by default --seed + 10,000 (seeds training never used)"""
     eval_checkpoint: str | None = None
-    """evaluate this model.pt instead of training; other flags default to those it was saved with"""
+    """evaluate this model.pt or checkpoint.pt, not train; other flags default to those it holds"""
     capture_video: bool = False
     """film the evaluation episodes into <run>/videos (needs: pip install moviepy)"""
     track: bool = False
@@ -427,7 +427,7 @@ def check_args(args):
     if args.capture_video and sys.platform == "linux":  # Render with no display: MuJoCo, pygame.
         os.environ.setdefault("MUJOCO_GL", "egl")
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    # Each flag's help, the string below its field, read from the source as tyro reads it.
+    # Each flag's help: the string below its field, read from the source (ast).
     body = [node for cls in (Args, RunArgs) for node in ast.parse(textwrap.dedent(
         inspect.getsource(cls))).body[0].body]
     helps = {field.target.id: text.value.value for field, text in zip(body, body[1:], strict=False)
@@ -518,10 +518,10 @@ def write(content, path):
 def load(path, resume):
     """The checkpoint.pt of a run of this script (`resume`), or the model.pt or checkpoint.pt of
     a policy to evaluate (on the CPU), or a one-line refusal that says what is wrong with the file.
-    A policy may come from another script or a renamed copy: a note names it, and its weights
-    must fit this script's networks. A checkpoint holds pickled objects, and unpickling runs
-    code: give only files of your own runs. model.pt holds tensors, numbers and strings, safe to
-    load."""
+    A policy may come from a renamed copy of this script (`saved_args` names it). Another
+    script's policy is refused, naming the script to use. A file whose name starts with
+    "checkpoint" holds pickled objects, and unpickling runs code: give only files of your own
+    runs. Any other file is read as a model.pt: tensors, numbers and strings, safe to load."""
     if os.path.isdir(path):
         fail(f"{path} is a folder: give the file, <run>/{'checkpoint' if resume else 'model'}.pt")
     try:
@@ -663,7 +663,7 @@ def interrupted(error, when):
 
 def main(args: RunArgs | None = None) -> dict:
     """Train, with the tooling around `train`. Or go on with the run of a --resume checkpoint. Or
-    evaluate the policy of an --eval-checkpoint model.pt. Flags not given take the values saved
+    evaluate the policy of an --eval-checkpoint file. Flags not given take the values saved
     in the file. With --resume, a flag of `Args` that differs from the run's is refused, but for
     --total-timesteps: a larger one extends the run. With --eval-checkpoint, one that changes
     what the model means is refused (all of `Args` but --env-id, --seed, --num-threads, --cuda).
@@ -723,7 +723,7 @@ def main(args: RunArgs | None = None) -> dict:
     threading.excepthook = lambda hook: issubclass(hook.exc_type, OSError) or (
         threading.__excepthook__(hook))
     writer = SummaryWriter(folder, purge_step=saved and saved["state"]["global_step"] + 1)
-    updates, written = 0, {}  # written: each file saved by this run, and the step it is of
+    updates, written = 0, {}  # written: each file this run saved, and the step it is of
 
     def refuse(message):
         """Refuse a --resume, leaving its folder as it was: no new log file."""
@@ -766,7 +766,8 @@ def main(args: RunArgs | None = None) -> dict:
             save(state)
 
     def cannot_write(error, when):
-        """`stopped`'s line for an OSError: what failed, and the step of each file saved."""
+        """`stopped`'s line for an OSError: what failed, and the step of each file that this run
+        saved and that is still on disk."""
         on_disk = ", ".join(f"{name} of step {step:,}" for name, step in written.items()
                             if os.path.isfile(f"{folder}/{name}"))
         return f"cannot write {folder}: {error.strerror}, {when}" + (on_disk and f" ({on_disk})")

@@ -233,7 +233,8 @@ def gae_matches_explicit_sum(m):
                             dtype=torch.float32)
     if not close(advantages.detach(), expected):
         gae_mistake(m)
-        raise Named("your advantages differ from the explicit sum Σ_l (γλ)^l δ_{t+l}, stopped at the episode's end")
+        raise AssertionError("your advantages differ from the explicit sum Σ_l (γλ)^l δ_{t+l}, stopped at the "
+                             "episode's end")
     if not close(returns.detach(), expected + data["values"]):
         gae_mistake(m)
         raise AssertionError((returns.detach() - expected - data["values"]).abs().max().item())
@@ -641,9 +642,8 @@ def ppo_record(m, **flags) -> tuple[list, Exception | None]:
     For each update, the record holds the observations the rollout acted on, and their log π.
     For each minibatch step, it holds the observations the update re-evaluated, and the new and
     old log π and the advantages handed to ppo_loss. It also holds the loss's approx_kl, the
-    number of Adam steps, and the cosine between the gradient Adam steps on and the gradient of
-    the minibatch's own loss (1 where the gradients are zeroed before each backward pass). A
-    second evaluation of the same minibatch before its loss counts once.
+    number of Adam steps, the gradient of the minibatch's own loss (own) and the gradient Adam
+    steps on (stepped). A second evaluation of the same minibatch before its loss counts once.
     The exception the run raised, if any, comes back beside the record, since the record may
     name the mistake better."""
     updates, agents = [], []
@@ -684,7 +684,7 @@ def ppo_record(m, **flags) -> tuple[list, Exception | None]:
                 stepped = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten()
                                      for group in self.param_groups for p in group["params"]])
                 if "own" in minibatch and stepped.shape == minibatch["own"].shape:
-                    minibatch["cosine"] = torch.nn.functional.cosine_similarity(stepped, minibatch["own"], 0).item()
+                    minibatch["stepped"] = stepped.clone()
             return super().step(closure)
 
     real_loss = m.ppo_loss
@@ -759,11 +759,23 @@ def each_step_follows_its_own_minibatch(m):
     updates, error = recorded(m, "unclipped", lambda m: ppo_record(m, max_grad_norm=1e9))
     if error is not None:
         raise error
-    cosines = [mb["cosine"] for update in updates for mb in update["minibatches"] if "cosine" in mb]
-    assert cosines, "no Adam step was seen after a loss"
-    if min(cosines) < 0.9999:
-        raise Named(f"the gradients of earlier minibatches add to each step's (cosine {min(cosines):.3f} with the "
-                    "minibatch's own gradient): call optimizer.zero_grad() before loss.backward()")
+    steps = [mb for update in updates for mb in update["minibatches"] if "stepped" in mb]
+    assert steps, "no Adam step was seen after a loss"
+
+    def parallel(a, b):
+        return torch.nn.functional.cosine_similarity(a, b, 0).item() > 0.9999
+
+    if all(parallel(mb["stepped"], mb["own"]) for mb in steps):
+        return
+    total, summed = torch.zeros_like(steps[0]["own"]), True  # without zero_grad: the sum of all so far
+    for mb in steps:
+        total += mb["own"]
+        summed = summed and parallel(mb["stepped"], total)
+    if summed:
+        raise Named("the gradients of earlier minibatches add to each step's: call optimizer.zero_grad() before "
+                    "loss.backward()")
+    first = next(i for i, mb in enumerate(steps) if not parallel(mb["stepped"], mb["own"]))
+    raise AssertionError(f"Adam step {first + 1} of the run does not follow its minibatch's own gradient")
 
 
 def new_order_each_epoch(m):
