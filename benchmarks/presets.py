@@ -243,3 +243,15 @@ SUITES["minatar"] = (
 CLEANRL_ATARI = ["--total-timesteps", "500000", "--update-epochs", "4", "--vf-coef", "0.5",
                  "--no-anneal-clip"]
 SUITES["atari"] = [("ppo_atari", f"ALE/{game}-v5", CLEANRL_ATARI, [1, 2]) for game in ("Breakout", "Pong")]
+
+# Memory on and off at the same settings (issue 72): the recurrent step's figure. ppo_recurrent.py
+# at its defaults without its two normalisers, which ppo_discrete.py lacks, and ppo_discrete.py
+# with every flag the two share set to ppo_recurrent.py's defaults. The networks still differ:
+# an LSTM of 64 units and a ReLU layer against two tanh layers of 64.
+RECURRENT_SETTINGS = ["--total-timesteps", "99840", "--learning-rate", "1e-3", "--update-epochs", "20",
+                      "--num-minibatches", "1", "--no-clip-vloss", "--ent-coef", "0", "--num-envs", "8",
+                      "--num-steps", "32", "--gamma", "0.98", "--gae-lambda", "0.8"]
+SUITES["memory"] = [
+    ("ppo_recurrent", "CartPoleNoVel-v1", ["--no-norm-obs", "--no-norm-reward"], FIVE_SEEDS, "no-normalisers"),
+    ("ppo_discrete", "ppo_recurrent:CartPoleNoVel-v1", RECURRENT_SETTINGS, FIVE_SEEDS, "recurrent-settings"),
+]
