@@ -242,7 +242,9 @@ SUITES["minatar"] = (
 # epochs, c₁ 0.5, a constant ε, for the side-by-side with CleanRL's file on this machine.
 CLEANRL_ATARI = ["--total-timesteps", "500000", "--update-epochs", "4", "--vf-coef", "0.5",
                  "--no-anneal-clip"]
-SUITES["atari"] = [("ppo_atari", f"ALE/{game}-v5", CLEANRL_ATARI, [1, 2]) for game in ("Breakout", "Pong")]
+SUITES["atari"] = [cell for game in ("Breakout", "Pong") for cell in (
+    ("ppo_atari", f"ALE/{game}-v5", CLEANRL_ATARI, [1, 2]),
+    ("cleanrl_ppo_atari", f"{game}NoFrameskip-v4", ["--total-timesteps", "500000"], [1, 2]))]
 
 # Memory on and off at the same settings (issue 72): the recurrent step's figure. ppo_recurrent.py
 # at its defaults without its two normalisers, which ppo_discrete.py lacks, and ppo_discrete.py

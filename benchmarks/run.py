@@ -90,11 +90,32 @@ def cleanrl_script() -> Path:
     return patched
 
 
+# CleanRL's ppo_atari.py, the side-by-side of ppo_atari.py (issue 71): at a pinned commit with the two
+# edits of reference_runs/cleanrl_ppo_atari.patch, in a virtual environment of its own on Gymnasium
+# 0.29 (benchmarks/.cleanrl/atari-venv, which `python benchmarks/speed.py --atari` makes).
+CLEANRL_ATARI = "cleanrl_ppo_atari"
+
+
+def cleanrl_atari_script() -> tuple[Path, Path]:
+    """The Python of CleanRL's Atari environment, and its patched script, or exit with what to do."""
+    from speed import CLEANRL_ATARI_COMMIT, cleanrl_atari
+
+    python = ROOT / "benchmarks" / ".cleanrl" / "atari-venv" / "bin" / "python"
+    patched = ROOT / "benchmarks" / ".cleanrl" / "atari" / "ppo_atari.py"
+    if not (python.exists() and patched.exists()):
+        sys.exit(f"run.py: error: CleanRL's ppo_atari.py at {CLEANRL_ATARI_COMMIT} is not set up: copy it to "
+                 f"benchmarks/.cleanrl/ppo_atari.py, then run python benchmarks/speed.py --atari once "
+                 f"({cleanrl_atari.__doc__.split('.')[0]})")
+    return python, patched
+
+
 def command(run: dict, log_dir: str | None = None) -> list[str]:
     """The exact command of a run (as a user would type it, from the repository root; CleanRL's
     from the folder of its patched script, which logs to ./runs: no --log-dir)."""
     if run["algo"] == CLEANRL:
         return ["python", "ppo_continuous_action.py", "--env-id", run["env_id"], "--seed", str(run["seed"]), *run["flags"]]
+    if run["algo"] == CLEANRL_ATARI:
+        return ["python", "ppo_atari.py", "--env-id", run["env_id"], "--seed", str(run["seed"]), *run["flags"]]
     cmd = ["python", f"{run['algo']}.py", "--env-id", run["env_id"], "--seed", str(run["seed"]), *run["flags"]]
     return cmd + (["--log-dir", log_dir] if log_dir else [])
 
@@ -160,6 +181,12 @@ def perform(run: dict, root: Path, log_dir: Path, workers: int = 1) -> dict:
         argv[1], cwd = str(cleanrl_script()), log_dir
         env.update(OMP_NUM_THREADS="1")  # one thread per run, as our scripts' --num-threads 1
         result["command"] = "OMP_NUM_THREADS=1 " + result["command"]
+    if run["algo"] == CLEANRL_ATARI:  # the same, in its own virtual environment
+        log_dir.mkdir(parents=True, exist_ok=True)
+        python, patched = cleanrl_atari_script()
+        argv[0], argv[1], cwd = str(python), str(patched), log_dir
+        env.update(OMP_NUM_THREADS="1")
+        result["command"] = "OMP_NUM_THREADS=1 " + result["command"]
     proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env)
     result["wall_seconds"] = round(time.time() - start, 1)
     try:
@@ -203,6 +230,11 @@ def record(out: Path, run: dict, result: dict) -> None:
     if result.get("status") == "ok" and run["algo"] == CLEANRL:
         result = {**result, "flags": resolved_flags(cleanrl_script(), command(run)[2:]),
                   "script_commit": f"vwxyzjn/cleanrl@{CLEANRL_COMMIT} + reference_runs/cleanrl_ppo_continuous_action.patch"}
+    elif result.get("status") == "ok" and run["algo"] == CLEANRL_ATARI:
+        from speed import CLEANRL_ATARI_COMMIT
+
+        result = {**result, "flags": {"command": command(run)[2:]},  # its Args import CleanRL's packages
+                  "script_commit": f"vwxyzjn/cleanrl@{CLEANRL_ATARI_COMMIT} + reference_runs/cleanrl_ppo_atari.patch"}
     elif result.get("status") == "ok":
         result = {**result, "flags": resolved_flags(ROOT / f"{run['algo']}.py", command(run)[2:]),
                   "script_commit": script_commit(run["algo"])}
