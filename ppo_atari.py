@@ -4,7 +4,8 @@
     1. Each env turns its screens into the network's input (`make_env`). An ALE game gets DQN's
        preprocessing: 84×84 grayscale frames, 4 of them stacked. A MinAtar game gives its 10×10
        grid. In training on an ALE game, a lost life ends the episode and rewards become signs.
-    2. Step the N envs T times with π_θ. Store obs (as uint8), a, r, V(s) and log π_θ_old(a|s).
+    2. Step the N envs T times with π_θ (`--- rollout ---`). Store obs (as uint8), a, r, V(s) and
+       log π_θ_old(a|s).
     3. At a truncation, store V(final obs) to bootstrap the cut episode (`final_values`).
     4. Bootstrap the batch's end with V(s_T). Compute the GAE-λ advantages Â (`compute_gae`).
     5. For K epochs, shuffle the batch into minibatches. On each, normalise Â, then take one Adam
@@ -17,8 +18,8 @@
     python ppo_atari.py --eval-checkpoint runs/<run>/model.pt --capture-video  # (tooling)
     tensorboard --logdir runs
 
-What changes from ppo_discrete.py, one idea: a convolutional encoder of stacked frames, shared by
-the actor and the critic (docs/ppo_discrete-to-ppo_atari.html)."""
+What changes from ppo_discrete.py, one idea: a convolutional encoder of stacked frames. The actor
+and the critic share it. The env's preprocessing feeds it (docs/ppo_discrete-to-ppo_atari.html)."""
 
 import functools
 import random

@@ -489,7 +489,8 @@ def minatar_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
             count = next(n for (a, env_id), n in expected.items() if a == algo and env_id.endswith(game))
             seeds = ", ".join(str(r["seed"]) for r in sorted(cell, key=lambda r: r["seed"]))
             greedy = f"{np.mean(evals):.1f} ± {np.std(evals):.1f}" if evals else "not recorded"
-            diff = compare([r["final_return"] for r in flat], finals) if algo == "ppo_atari" and flat else ""
+            diff = (compare([r["final_return"] for r in flat], finals).replace(" | ", ", ")
+                    if algo == "ppo_atari" and flat else "")
             lines.append(f"| {game} | `{algo}` | {seeds} | {cell[0]['total_timesteps']:,} | "
                          f"{mean_std(finals, count)} | {greedy} | {diff} |")
     lines += ["", "Flags of each cell (beside `--env-id` and `--seed`), and the commit of each script:", ""]

@@ -54,12 +54,12 @@ class Section:
     blocks: list  # str (a paragraph) or Eq
 
 
-ALL = ["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_continuous", "ppo_recurrent"]
-CRITIC = ["vpg", "trpo", "ppo_discrete", "ppo_continuous", "ppo_recurrent"]
-PPO = ["ppo_discrete", "ppo_continuous", "ppo_recurrent"]
+ALL = ["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_continuous", "ppo_atari", "ppo_recurrent"]
+CRITIC = ["vpg", "trpo", "ppo_discrete", "ppo_continuous", "ppo_atari", "ppo_recurrent"]  # (ppo_recurrent last)
+PPO = ["ppo_discrete", "ppo_continuous", "ppo_atari", "ppo_recurrent"]
 ACTION = {"reinforce": "Agent.get_action", "vpg": "Agent.get_action", "trpo": "Agent.get_action",
           "ppo_discrete": "Agent.get_action_and_value", "ppo_continuous": "Agent.get_action_and_value",
-          "ppo_recurrent": "Agent.get_action_and_value"}
+          "ppo_recurrent": "Agent.get_action_and_value", "ppo_atari": "Agent.get_action_and_value"}
 
 
 def heads(scripts: list[str], *texts: str) -> list[Code]:
@@ -558,7 +558,7 @@ SECTIONS = [
         "log-probability is computed with `logsumexp`, which avoids overflowing exponentials.",
         Eq("eq-log-softmax", r"\pi_\theta(a|s) = \frac{e^{z_a}}{\sum_b e^{z_b}},"
                              r" \qquad \log\pi_\theta(a|s) = z_a - \log\sum_b e^{z_b}",
-           heads(["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_recurrent"],
+           heads(["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_atari", "ppo_recurrent"],
                  "log_pi = logits - logits.logsumexp(-1, keepdim=True)")),
         "A Gaussian policy (continuous actions) draws each component $a_j$ of the action independently from "
         "$\\mathcal{N}(\\mu_{\\theta,j}(s), \\sigma_j^2)$. So the density is a product and the log-densities add "
@@ -578,7 +578,7 @@ SECTIONS = [
                          r" H\big[\mathcal{N}(\mu, \sigma^2)\big] &="
                          r" \frac{\mathbb{E}\big[(a-\mu)^2\big]}{2\sigma^2} + \log\sigma + \tfrac12\log 2\pi"
                          r" = \tfrac12 + \tfrac12\log 2\pi + \log\sigma \end{array}",
-           heads(["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_recurrent"],
+           heads(["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_atari", "ppo_recurrent"],
                  "entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)")
            + heads(["reinforce", "vpg", "trpo", "ppo_continuous", "ppo_recurrent"],
                    "entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log())")),

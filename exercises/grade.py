@@ -94,6 +94,28 @@ def returns_stop_at_episode_end(m):
     raise AssertionError(g)
 
 
+def returns_of_one_step(m):
+    """A rollout of one step, its edge: G_0 = r_0, whether or not the episode ends there."""
+    for done in (0.0, 1.0):
+        g = returns_of(m, [2.5], [done], 0.9)
+        assert np.allclose(g, [2.5]), g
+
+
+def ppo_loss_on_random_inputs(m):
+    """ppo_loss against the formula written out here, with old log π that are not 0: the ratio is
+    exp(log π_θ − log π_old), so a sum in its place shows."""
+    gen = torch.Generator().manual_seed(3)
+    new, old = (0.3 * torch.randn(16, generator=gen) for _ in range(2))
+    advantages, new_value, old_value, returns, entropy = (torch.randn(16, generator=gen) for _ in range(5))
+    loss, _ = m.ppo_loss(new, old, advantages, new_value, old_value, returns, entropy, 0.2, True, 0.01, 0.5)
+    ratio = (new - old).exp()
+    policy = -torch.min(ratio * advantages, ratio.clamp(0.8, 1.2) * advantages).mean()
+    clipped = old_value + (new_value - old_value).clamp(-0.2, 0.2)
+    value = 0.5 * torch.max((new_value - returns) ** 2, (clipped - returns) ** 2).mean()
+    expected = policy + 0.5 * value - 0.01 * entropy.mean()
+    assert close(loss.detach(), expected), (loss.item(), expected.item())
+
+
 def returns_start_at_t(m):
     g = returns_of(m, [5.0, 1.0, 1.0], [0.0, 0.0, 1.0], 1.0)
     assert np.allclose(g, [7.0, 2.0, 1.0]), g
@@ -1147,7 +1169,9 @@ CHECKS = {
          "γ is missing or misplaced: each step further away counts γ times less", G, returns_discounted),
         ("reinforce", "matches the double-loop definition on random episodes (the project's test)",
          "your returns differ from G_t = Σ_{k ≥ t, same episode} γ^{k−t} r_k", G,
-         kw_test(test_reinforce_vpg.test_rewards_to_go_match_double_loop_and_never_cross_an_episode, 0.9))],
+         kw_test(test_reinforce_vpg.test_rewards_to_go_match_double_loop_and_never_cross_an_episode, 0.9)),
+        ("reinforce", "a rollout of one step: G_0 = r_0", "a rollout of one step fails: G_0 is its reward alone", G,
+         returns_of_one_step)],
     2: [("reinforce", "descending the loss raises log π of actions with G_t > 0",
          "the sign is flipped: the loss is minus the surrogate", "L = −(1/B) Σ_t log π(a_t|s_t) G_t",
          loss_sign("reinforce_loss")),
@@ -1205,6 +1229,8 @@ CHECKS = {
            recognised(test(test_math.test_value_loss_by_hand), value_clip_mistake)) for s in PPO]
        + [(s, "the terms add up with their signs", "the entropy is a bonus: the loss subtracts c₂ H, and it adds c₁ L_V",
            CLIP, test(test_math.test_total_loss_combines_terms_with_their_signs)) for s in PPO]
+       + [(s, "the whole loss on random inputs, old log π included", "the loss differs from the formula where "
+           "log π_old is not 0", CLIP, ppo_loss_on_random_inputs) for s in PPO]
        + [(s, "the diagnostics: the two KL estimators and the clip fraction", "a diagnostic in the stats dict is off",
            "k1 = −log r, k3 = (r − 1) − log r, clipfrac = share of |r − 1| > ε",
            test(test_math.test_kl_estimators_and_clipfrac_by_hand)) for s in PPO]
@@ -1229,6 +1255,9 @@ CHECKS = {
          "the reward scale is wrong: divide by √Var[R] of R_t = γR_{t−1} + r_t, with R reset to 0 at an episode's end",
          "r̃_t = clip(r_t / √(Var[R] + 1e-8), −c, c)",
          kw_test(test_ppo_continuous.test_reward_scale_is_std_of_discounted_return_reset_at_episode_end)),
+        ("ppo_continuous", "rewards that are all 0 scale to 0 (the project's test)",
+         "rewards of 0 do not scale to 0: the 1e-8 is added to Var[R] under the root",
+         "r̃_t = clip(r_t / √(Var[R] + 1e-8), −c, c)", kw_test(test_ppo_continuous.test_rewards_that_are_all_zero_scale_to_zero)),
         ("ppo_continuous", "observations are normalised, clipped, and frozen with update=False",
          "the observation normalisation is wrong", "s̃ = clip((s − μ_s)/√(σ_s² + 1e-8), −c, c)",
          kw_test(test_ppo_continuous.test_observation_normalisation_and_clip))],
@@ -1238,6 +1267,9 @@ CHECKS = {
            kw_test(FISHER_TEST, continuous)) for head, continuous in (("categorical", False), ("Gaussian", True))]
        + [("trpo", "one iteration from x = 0 is α·b with α = bᵀb / bᵀAb",
            "the step length α is wrong: it is rᵀr / pᵀAp, the exact minimiser along p", CG, cg_first_step),
+          ("trpo", "it stops at a zero residual, and b = 0 gives x = 0 (the project's test)",
+           "the iteration goes on past a zero residual: rᵀr = 0 makes the next α 0/0", CG,
+           kw_test(test_trpo.test_conjugate_gradient_stops_at_a_zero_residual)),
           ("trpo", "n iterations solve an n × n system, and the error never grows (the project's test)",
            "your iteration does not solve A x = b: check the residual's update r ← r − αAp and the new direction", CG,
            kw_test(test_trpo.test_conjugate_gradient_solves_a_positive_definite_system))],

@@ -20,8 +20,8 @@ import derivations  # noqa: E402
 # computing it hold. Every link of the equation to that script lands on a line holding one of
 # them, and each of them is linked. Written out here, apart from derivations.py's own patterns, so
 # that a mapping pointed at the wrong line goes red.
-CRITIC = ["vpg", "trpo", "ppo_discrete", "ppo_continuous", "ppo_recurrent"]
-PPO = ["ppo_discrete", "ppo_continuous", "ppo_recurrent"]
+CRITIC = ["vpg", "trpo", "ppo_discrete", "ppo_continuous", "ppo_atari", "ppo_recurrent"]
+PPO = ["ppo_discrete", "ppo_continuous", "ppo_atari", "ppo_recurrent"]
 
 
 def on(scripts, *texts):
@@ -70,12 +70,12 @@ COMPUTES = {
                       "loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss"),
     "eq-value-clip": on(PPO, "old_value + torch.clamp(new_value - old_value, -clip_coef, clip_coef)",
                         "0.5 * torch.max(v_loss_unclipped, (v_clipped - returns) ** 2)"),
-    "eq-log-softmax": on(["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_recurrent"],
+    "eq-log-softmax": on(["reinforce", "vpg", "trpo", "ppo_discrete", "ppo_atari", "ppo_recurrent"],
                          "log_pi = logits - logits.logsumexp(-1, keepdim=True)"),
     "eq-log-gaussian": on(["reinforce", "vpg", "trpo", "ppo_continuous", "ppo_recurrent"],
                           "log_density = (-((action - mean) ** 2) / (2 * std**2)", "logprob = log_density.sum(-1)"),
     "eq-entropy": {**on(["reinforce", "vpg", "trpo", "ppo_recurrent"], ENTROPY["discrete"], ENTROPY["gaussian"]),
-                   **on(["ppo_discrete"], ENTROPY["discrete"]), **on(["ppo_continuous"], ENTROPY["gaussian"])},
+                   **on(["ppo_discrete", "ppo_atari"], ENTROPY["discrete"]), **on(["ppo_continuous"], ENTROPY["gaussian"])},
     "eq-kl-closed": on(["trpo"], "kl = (logstd - old_logstd - 0.5", "kl = old_log_pi.exp() * (old_log_pi - log_pi)"),
     "eq-kl-estimators": {**on(["reinforce", "vpg"], "approx_kl = ((logratio.exp() - 1) - logratio).mean()"),
                          **on(PPO, '"old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean()')},

@@ -37,7 +37,7 @@ def test_every_formula_converts_and_every_line_is_shown(name):
     # each `# math:` line, and each formula indented in a docstring (the rewards-to-go; GAE's δ_t
     # and A_t), typeset as a block
     docstring_formulas = {"reinforce": 1, "vpg": 2, "trpo": 2, "ppo_discrete": 2, "ppo_continuous": 2,
-                          "ppo_recurrent": 2}[name]
+                          "ppo_recurrent": 2, "ppo_atari": 2}[name]
     assert page.count('<math xmlns="http://www.w3.org/1998/Math/MathML" display="block"') == \
         len(formulas(name)) + docstring_formulas and "merror" not in page
     assert "# math:" not in page.split('<div class="section"', 1)[1]  # no marker left outside the intro's prose
@@ -193,7 +193,8 @@ TITLES = {("reinforce", "vpg"): "reinforce.py → vpg.py in 5 steps", ("vpg", "t
           ("trpo", "ppo_discrete"): "trpo.py → ppo_discrete.py in 2 steps",
           ("vpg", "ppo_discrete"): "vpg.py → ppo_discrete.py in 2 steps",
           ("ppo_discrete", "ppo_continuous"): "ppo_discrete.py → ppo_continuous.py in 4 steps",
-          ("ppo_discrete", "ppo_recurrent"): "ppo_discrete.py → ppo_recurrent.py: memory"}
+          ("ppo_discrete", "ppo_recurrent"): "ppo_discrete.py → ppo_recurrent.py: memory",
+          ("ppo_discrete", "ppo_atari"): "ppo_discrete.py → ppo_atari.py: a convolutional encoder of stacked frames"}
 
 
 @pytest.mark.parametrize("old,new", TITLES)
@@ -324,7 +325,7 @@ TOOLING = """const d = document.querySelector('details.tooling'), s = Array.from
 CENTRAL = {"reinforce": ["compute_returns", "reinforce_loss"], "vpg": ["compute_gae", "vpg_loss"],
            "trpo": ["surrogate", "fisher_vector_product", "conjugate_gradient", "trpo_step"],
            "ppo_discrete": ["surrogate", "ppo_loss"], "ppo_continuous": ["surrogate", "ppo_loss"],
-           "ppo_recurrent": ["surrogate", "ppo_loss"]}
+           "ppo_recurrent": ["surrogate", "ppo_loss"], "ppo_atari": ["surrogate", "ppo_loss"]}
 # The section whose code holds `def <name>(`: the height of its notes' docstring, the sizes of the
 # formulas in its notes, how many docstring lines its code column shows (pygments' class "sd").
 BESIDE = """const s = Array.from(document.querySelectorAll('.section')).find(e =>

@@ -82,7 +82,10 @@ LIMITS = {("reinforce", "vpg_1_baseline"): 122, ("vpg_1_baseline", "vpg_2_rollou
           # Memory, and three pieces of ppo_continuous.py. Those are the Gaussian head, observation
           # normalisation and reward scaling, since RL Zoo's settings scale rewards (26 lines).
           # RL Zoo's network comes too.
-          ("ppo_discrete", "ppo_recurrent"): 400}
+          ("ppo_discrete", "ppo_recurrent"): 400,
+          # The encoder and its heads, and what pixels need besides: the env's preprocessing (the
+          # wrappers Gymnasium lacks), uint8 storage, the PPO paper's Atari defaults, ε decayed.
+          ("ppo_discrete", "ppo_atari"): 230}
 
 
 @pytest.mark.parametrize("old,new", build.STEPS)
