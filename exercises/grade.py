@@ -883,6 +883,26 @@ def target_kl_on_the_epochs_mean(m):
     raise AssertionError(f"epochs run per update: {done}")
 
 
+def target_kl_reads_an_average(m):
+    """The stop reads one KL of the epoch (their mean, the last or the largest minibatch's), not
+    their sum: with a target above the first epoch's largest KL but below their sum, the first
+    update goes on past its first epoch."""
+    free, error = recorded(m, "no target", ppo_record)
+    if error is not None:
+        raise error
+    size = PPO_RUN["num_minibatches"]
+    kls = [mb["kl"] for mb in free[0]["minibatches"][:size]]
+    if sum(kls) <= max(kls) * 1.01:  # no room between the rules: nothing to tell apart
+        return
+    target = (max(kls) + sum(kls)) / 2
+    updates, error = recorded(m, "between", lambda m: ppo_record(m, target_kl=target))
+    if error is not None:
+        raise error
+    if len(updates[0]["minibatches"]) <= size:
+        raise AssertionError(f"with --target-kl {target:.3g}, above each approx_kl of the first epoch but below "
+                             "their sum, the first update stopped after its first epoch")
+
+
 def trpo_batch(m):
     """tests/test_trpo.py's fixed batch of one update, with your module's Agent."""
     with pytest.MonkeyPatch.context() as monkeypatch:
@@ -1316,7 +1336,10 @@ CHECKS = {
         + [(s, "--target-kl stops after the first epoch whose approx_kl exceeds it: its mean, or its last "
             "minibatch's as in CleanRL",
             "the early stop does not follow each epoch's approx_kl", EPOCHS, target_kl_on_the_epochs_mean)
-           for s in PPO],
+           for s in PPO]
+        + [(s, "--target-kl reads one approx_kl of the epoch (their mean, say), not their sum",
+            "the early stop compares the wrong statistic of the epoch's approx_kl with the target", EPOCHS,
+            target_kl_reads_an_average) for s in PPO],
     12: [("trpo", "the full step is x scaled to the edge of the quadratic model, ½ sᵀ(H+cI)s = δ",
           "the full step is not √(2δ / xᵀ(H+cI)x) · x", STEP, step_length_reaches_the_models_edge),
          ("trpo", "a zero gradient gives a zero step", "a zero gradient does not give a zero step", STEP,

@@ -262,6 +262,8 @@ WRONG = [
     (11, "ppo_discrete", "                optimizer.zero_grad()\n", "",
      "the gradients of earlier minibatches add to each step's"),
     (11, "ppo_discrete", KL_STOP_AFTER_EPOCH, KL_STOP_IN_MINIBATCH_LOOP, "the early stop acts inside an epoch"),
+    (11, "ppo_discrete", 'epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()',
+     'epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).sum()', "not their sum"),
     (4, "vpg", "deltas = rewards + gamma * (1.0 - terminations) * next_values - values",
      "deltas = rewards + gamma * (1.0 - terminations) * torch.cat([values[1:], 0 * values[:1]]) - values",
      "your GAE ignores next_values"),
