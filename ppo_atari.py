@@ -792,9 +792,12 @@ def stopped(folder, why, code=1, resume=True):
 def interrupt(signum, _frame):
     """SIGTERM (a scheduler's stop, `timeout`'s) is met as Ctrl-C (SIGINT) is. Once one came, the
     next are ignored, so that the stop ends as it began."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
-    raise KeyboardInterrupt(signum)
+    if not interrupt.came:
+        interrupt.came = True
+        raise KeyboardInterrupt(signum)
+
+
+interrupt.came = False
 
 
 def interrupted(error, when):

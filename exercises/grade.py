@@ -1287,12 +1287,12 @@ CHECKS = {
            kw_test(FISHER_TEST, continuous)) for head, continuous in (("categorical", False), ("Gaussian", True))]
        + [("trpo", "one iteration from x = 0 is α·b with α = bᵀb / bᵀAb",
            "the step length α is wrong: it is rᵀr / pᵀAp, the exact minimiser along p", CG, cg_first_step),
-          ("trpo", "it stops at a zero residual, and b = 0 gives x = 0 (the project's test)",
-           "the iteration goes on past a zero residual: rᵀr = 0 makes the next α 0/0", CG,
-           kw_test(test_trpo.test_conjugate_gradient_stops_at_a_zero_residual)),
           ("trpo", "n iterations solve an n × n system, and the error never grows (the project's test)",
            "your iteration does not solve A x = b: check the residual's update r ← r − αAp and the new direction", CG,
-           kw_test(test_trpo.test_conjugate_gradient_solves_a_positive_definite_system))],
+           kw_test(test_trpo.test_conjugate_gradient_solves_a_positive_definite_system)),
+          ("trpo", "a system solved by the first step, and b = 0, give x and then stop (the project's test)",
+           "the iteration fails where the residual reaches 0: once rᵀr = 0 there is nothing left to solve", CG,
+           kw_test(test_trpo.test_conjugate_gradient_stops_at_a_zero_residual))],
     10: [(s, "inside an episode, V(s_{t+1}) is the next step's stored value", "next_values[t] is not values[t + 1]",
           BOOTSTRAP, next_value_is_the_next_stored_value) for s in GAE]
         + [(s, "a truncated step is bootstrapped with V of its real final observation",

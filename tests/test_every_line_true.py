@@ -108,9 +108,12 @@ def test_a_second_signal_during_the_stop_is_ignored(second, tmp_path):
         time.sleep(0.002)
         proc.send_signal(second)
         out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 143, err
+        # Two signals that arrive before Python looks are met in the order of their numbers: a
+        # Ctrl-C sent 2 ms after a SIGTERM may be the one that stops the run.
+        why = {143: "stopped by SIGTERM", 130: "interrupted"}
+        assert proc.returncode in why, err
         lines = err.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("ppo_discrete.py: stopped by SIGTERM in training; "), err
+        assert len(lines) == 1 and lines[0].startswith(f"ppo_discrete.py: {why[proc.returncode]} in training; "), err
 
 
 # 8. An evaluation says how far it is within an episode too.
