@@ -795,8 +795,10 @@ STEP_FIGURES = {
         "MinAtarFlat is MinAtar with each 10×10 frame flattened into a vector of zeros and ones. Both scripts "
         "take the same batches, epochs, clip and loss weights (the minatar suite, `benchmarks/RESULTS.md`). "
         "`ppo_discrete.py` keeps ε constant, and `ppo_atari.py` decays it, so the gap is not the encoder's "
-        "alone. MinAtar's frames are not stacked: the step's second half, the stack of 4 ALE frames, is not "
-        "in this figure."),
+        "alone. Asterix is the one MinAtar game of the five where the two differ at this budget: on Breakout, "
+        "Freeway, Seaquest and SpaceInvaders the 95% intervals of the difference hold 0 (`benchmarks/RESULTS.md`). "
+        "MinAtar's frames are not stacked: the step's second half, the stack of 4 ALE frames, is not in this "
+        "figure."),
 }
 
 
