@@ -226,6 +226,19 @@ PPO_PAPER_FIGURE3 = {  # env: (PPO-clip, TRPO, A2C)
     "Reacher-v4": ("~-7", "~-115", "~-24"), "Swimmer-v4": ("~108", "~121", "~31"),
     "Walker2d-v4": ("~3460", "~1100", "~850")}
 
+# The MinAtar paper (Young and Tian 2019) publishes curves only: the moving average of the last 100
+# training episodes, the mean of 30 runs, on the v0 games (all 6 actions; MinAtar <= 1.0.10 for
+# Seaquest). These are readings of its learning-curve figure (kenjyoung/MinAtar img/learning_curves.gif,
+# last changed in 87c2bc8) at 2M frames, our budget, and at its 5M: the median row of each curve's
+# pixels over a few columns at that x, mapped through the axis ticks. A MinAtar step is one frame.
+MINATAR_PAPER = {  # game: {curve: (at 2M frames, at 5M frames)}
+    "Asterix-v1": {"DQN": ("~14", "~17"), "AC(0.8)": ("~6", "~19")},
+    "Breakout-v1": {"DQN": ("~10", "~10"), "AC(0.8)": ("~14", "~18")},
+    "Freeway-v1": {"DQN": ("~51", "~50"), "AC(0.8)": ("~15", "~48")},
+    "Seaquest-v1": {"DQN": ("~5", "~20"), "AC(0.8)": ("~2", "~16")},
+    "SpaceInvaders-v1": {"DQN": ("~42", "~43"), "AC(0.8)": ("~106", "~186")},
+}
+
 # Pixels (issue 71). MinAtar: ppo_atari.py at its defaults (the PPO paper's Atari settings) on the
 # five games, 2M steps (1,953 batches of 1,024) and 3 seeds each. Beside it, ppo_discrete.py on the
 # same frames flattened into vectors (benchmarks/flat_minatar.py), with the same batches, epochs,

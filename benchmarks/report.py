@@ -33,6 +33,7 @@ from presets import (  # noqa: E402
     CLEANRL_V4,
     FIGURE3_ENVS,
     FIVE_SEEDS,
+    MINATAR_PAPER,
     PPO_PAPER_FIGURE3,
     REFERENCES,
     RL_ZOO_RECURRENT,
@@ -471,10 +472,16 @@ def minatar_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
              "steps, 3 epochs, ε 0.1 and c₁ 1, and two tanh layers of 128 units. It keeps ε constant, and "
              "`ppo_atari.py` decays it. Final return and greedy evaluation as above. The difference is "
              "`ppo_atari.py` − `ppo_discrete.py` in final return, with its 95% bootstrap interval over seeds. "
-             "The MinAtar paper's own figures (DQN and actor-critic curves at 5M frames) are not yet set "
-             "beside these runs.", "",
-             "| game | script | seeds | steps | final return | greedy evaluation | difference |",
-             "|---|---|---|---|---|---|---|"]
+             "The last column sets the MinAtar paper's figures beside ours: its DQN and AC(λ = 0.8) curves "
+             "read at 2M frames (our budget; a MinAtar step is one frame) and at its 5M. The paper publishes "
+             "curves only, so these are readings (\"~\"; benchmarks/presets.py says how). Its metric is ours, "
+             "the mean of the last 100 training episodes. Its protocol differs: the mean of 30 runs, the v0 "
+             "games with all 6 actions against v1's minimal sets, and MinAtar 1.0.10 or earlier for Seaquest, "
+             "whose oxygen bar has since been fixed. Its algorithms differ too, so the column places our "
+             "runs on its scale and ranks nothing.", "",
+             "| game | script | seeds | steps | final return | greedy evaluation | difference "
+             "| MinAtar paper at 2M (5M) frames |",
+             "|---|---|---|---|---|---|---|---|"]
     cells = defaultdict(list)
     for r in runs:
         game = r["env_id"].rpartition("/")[2]
@@ -491,8 +498,18 @@ def minatar_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
             greedy = f"{np.mean(evals):.1f} ± {np.std(evals):.1f}" if evals else "not recorded"
             diff = (compare([r["final_return"] for r in flat], finals).replace(" | ", ", ")
                     if algo == "ppo_atari" and flat else "")
+            paper = ", ".join(f"{curve} {at2} ({at5})" for curve, (at2, at5) in MINATAR_PAPER[game].items())
             lines.append(f"| {game} | `{algo}` | {seeds} | {cell[0]['total_timesteps']:,} | "
-                         f"{mean_std(finals, count)} | {greedy} | {diff} |")
+                         f"{mean_std(finals, count)} | {greedy} | {diff} | {paper if algo == 'ppo_atari' else ''} |")
+    places = defaultdict(list)  # where ppo_atari.py's mean final return falls among the paper's readings at 2M
+    for (game, algo), cell in sorted(cells.items()):
+        if algo == "ppo_atari":
+            mean = np.mean([r["final_return"] for r in cell])
+            readings = [float(at2.lstrip("~")) for at2, _ in MINATAR_PAPER[game].values()]
+            place = "below both" if mean < min(readings) else "above both" if mean > max(readings) else "between them"
+            places[place].append(game)
+    lines += ["", "At 2M frames, `ppo_atari.py`'s mean final return is " + "; ".join(
+        f"{place} on {', '.join(games)}" for place, games in places.items()) + " (the readings of DQN and AC(0.8))."]
     lines += ["", "Flags of each cell (beside `--env-id` and `--seed`), and the commit of each script:", ""]
     for (game, algo), cell in sorted(cells.items()):
         flags = cell[0]["command"].split(f"--seed {cell[0]['seed']}", 1)[1].strip()
@@ -505,6 +522,69 @@ def minatar_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
         rel = png.relative_to(md_path.parent) if png.is_relative_to(md_path.parent) else png
         lines += [f"![MinAtar {game}: ppo_atari.py and ppo_discrete.py on flattened frames]({rel})", ""]
     lines += ["```bash", "python benchmarks/run.py --suite minatar --workers 1", "```", ""]
+    return lines
+
+
+def atari_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
+    """ppo_atari.py beside CleanRL's ppo_atari.py on ALE Breakout and Pong (the atari suite), at
+    CleanRL's settings and the same budget on this machine: per seed, the two means, and each game's
+    curves (atari-<game>.png in `out`). Two seeds a program: no interval and no verdict."""
+    runs = [r for r in results if r["suite"] == "atari" and r["status"] == "ok"]
+    if not runs:
+        return []
+    expected = {(algo, env_id): seeds for algo, env_id, _, seeds, *_ in SUITES["atari"]}
+    lines = ["## Pixels: `ppo_atari.py` beside CleanRL's on Atari", "",
+             "ALE Breakout and Pong, 500,000 steps (2M frames) a run, on this machine. `ppo_atari.py` plays "
+             "`ALE/<Game>-v5` made with frame skip 1 and no sticky actions, on Gymnasium 1.4 and ale-py 0.12. "
+             "CleanRL's `ppo_atari.py` (its pinned commit with `reference_runs/cleanrl_ppo_atari.patch`) plays "
+             "`<Game>NoFrameskip-v4`, the same emulator settings, on Gymnasium 0.29 and ale-py 0.9 in its own "
+             "virtual environment. Both use the same preprocessing (30 no-ops, skip 4 with a max over the last "
+             "two frames, 84×84 gray, 4 frames stacked, a life loss ends a training episode, FIRE at reset, "
+             "rewards clipped to their sign) and the Nature CNN. `ppo_atari.py` runs at CleanRL's settings "
+             "(`--update-epochs 4 --vf-coef 0.5 --no-anneal-clip`). Everything else is at both programs' "
+             "defaults, which agree (8 envs × 128 steps, 4 minibatches, learning rate 2.5e-4 annealed, clip "
+             "0.1). One thread each (`OMP_NUM_THREADS=1`). "
+             "Final return: the mean of each run's last 100 training games, the real score over all lives. "
+             "Greedy evaluation: `ppo_atari.py`'s 10 games with the most probable action after training "
+             "(CleanRL's file has none). Two seeds a program is too few for an interval, so no verdict is "
+             "drawn: the columns are as measured. CleanRL publishes 414.66 ± 28.09 on Breakout and 20.36 ± "
+             "0.20 on Pong after 10M steps (40M frames), 20 times this budget.", "",
+             "| game | program | seeds | steps | final return: mean (per seed) | greedy evaluation: mean (per seed) |",
+             "|---|---|---|---|---|---|"]
+    cells = defaultdict(list)
+    for r in runs:
+        game = r["env_id"].removeprefix("ALE/").removesuffix("-v5").removesuffix("NoFrameskip-v4")
+        cells[(game, r["algo"])].append(r)
+    for game in sorted({game for game, _ in cells}):
+        for algo, name in (("ppo_atari", "`ppo_atari.py`"), ("cleanrl_ppo_atari", "CleanRL's `ppo_atari.py`")):
+            cell = sorted(cells.get((game, algo), []), key=lambda r: r["seed"])
+            wanted = next(seeds for (a, env_id), seeds in expected.items() if a == algo and game in env_id)
+            if not cell:
+                lines.append(f"| {game} | {name} | {', '.join(map(str, wanted))} | | not yet run | |")
+                continue
+            finals = [r["final_return"] for r in cell]
+            evals = [np.mean(r["eval_returns"]) for r in cell if r.get("eval_returns")]
+            per_seed = ", ".join(f"{f:.1f}" for f in finals)
+            seeds = ", ".join(str(r["seed"]) for r in cell) + ("" if len(cell) == len(wanted) else f" (of {len(wanted)})")
+            greedy = f"{np.mean(evals):.1f} ({', '.join(f'{e:.1f}' for e in evals)})" if evals else "none"
+            lines.append(f"| {game} | {name} | {seeds} | {cell[0]['total_timesteps']:,} | {np.mean(finals):.1f} "
+                         f"({per_seed}) | {greedy} |")
+    lines += ["", "The runs shared the machine with other work, so their speed is not reported here: "
+              "`benchmarks/SPEED.md` times the two programs alone.", "",
+              "Flags of each cell (beside `--env-id` and `--seed`), and the commit of each program:", ""]
+    for (game, algo), cell in sorted(cells.items()):
+        flags = cell[0]["command"].split(f"--seed {cell[0]['seed']}", 1)[1].strip()
+        made = made_at(cell) if algo == "ppo_atari" else cell[0]["script_commit"]
+        lines.append(f"- {game}, `{algo}`: `{flags}` ({made})")
+    lines += ["", "Learning curves: the mean over seeds of each run's mean score over its last "
+              f"{WINDOW} games, with a 95% bootstrap band.", ""]
+    for game in sorted({game for game, _ in cells}):
+        png = out / f"atari-{game}.png"
+        plot_env(f"{game}: 500k steps (2M frames)", {algo: cell for (g, algo), cell in cells.items() if g == game}, png)
+        rel = png.relative_to(md_path.parent) if png.is_relative_to(md_path.parent) else png
+        lines += [f"![{game}: ppo_atari.py and CleanRL's ppo_atari.py]({rel})", ""]
+    lines += ["```bash", "python benchmarks/speed.py --atari   # once: CleanRL's environment and patched copy",
+              "python benchmarks/run.py --suite atari --workers 2", "```", ""]
     return lines
 
 
@@ -891,7 +971,7 @@ def main() -> None:
     write_ablations(results, args.out, args.ablations_md)
     # RESULTS.md: our scripts' defaults only (the side-by-side suite's CleanRL runs are a peer's)
     results = [r for r in results if not r.get("variant") and not r["algo"].startswith("cleanrl")
-               and r["suite"] not in ("recurrent", "minatar")]  # (sections of their own)
+               and r["suite"] not in ("recurrent", "minatar", "atari")]  # (sections of their own)
     finished = [r for r in results if r["status"] == "ok"]
     cells = defaultdict(lambda: defaultdict(list))  # env -> algo -> runs
     for r in finished:
@@ -923,6 +1003,7 @@ def main() -> None:
     lines += (vpg_lr_section(everything) + mujoco2_section(everything) + cg_stop_section(everything)
               + reinforce_rollout_section(everything) + recurrent_section(everything, args.out, args.results_md)
               + minatar_section(everything, args.out, args.results_md)
+              + atari_section(everything, args.out, args.results_md)
               + side_by_side_section(everything, args.out, args.results_md))
     if args.out == DEFAULT_OUT:  # README and the step pages' figures show the committed runs only
         rewrite_readme(everything)
