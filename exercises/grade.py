@@ -665,7 +665,9 @@ def ppo_record(m, **flags) -> tuple[list, Exception | None]:
     For each minibatch step, it holds the observations the update re-evaluated, and the new and
     old log π and the advantages handed to ppo_loss. It also holds the loss's approx_kl, the
     number of Adam steps, the gradient of the minibatch's own loss (own) and the gradient Adam
-    steps on (stepped). A second evaluation of the same minibatch before its loss counts once.
+    steps on (stepped), and every statistic the loss returned (stats). Each update also holds the
+    losses/<key> scalars logged after it (logged). A second evaluation of the same minibatch before
+    its loss counts once.
     The exception the run raised, if any, comes back beside the record, since the record may
     name the mistake better."""
     updates, agents = [], []
@@ -693,6 +695,7 @@ def ppo_record(m, **flags) -> tuple[list, Exception | None]:
         params = list(agents[-1].parameters())
         own = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)  # this minibatch's alone
         updates[-1]["minibatches"][-1].update(advantages=advantages.detach().clone(), kl=stats["approx_kl"].item(),
+                                              stats={key: float(value) for key, value in stats.items()},
                                               new=new_logprob.detach().clone(), old=old_logprob.detach().clone(),
                                               own=torch.cat([(g if g is not None else torch.zeros_like(p)).flatten()
                                                              for g, p in zip(own, params, strict=True)]))
@@ -709,8 +712,14 @@ def ppo_record(m, **flags) -> tuple[list, Exception | None]:
                     minibatch["stepped"] = stepped.clone()
             return super().step(closure)
 
-    real_loss = m.ppo_loss
+    def spy_scalar(writer, tag, value, *args, **kwargs):
+        if tag.startswith("losses/") and updates:
+            updates[-1].setdefault("logged", {})[tag.removeprefix("losses/")] = float(value)
+        return real_scalar(writer, tag, value, *args, **kwargs)
+
+    real_loss, real_scalar = m.ppo_loss, m.SummaryWriter.add_scalar
     with fixtures(m) as (monkeypatch, log_dir):
+        monkeypatch.setattr(m.SummaryWriter, "add_scalar", spy_scalar)
         monkeypatch.setattr(m, "Agent", Recording)
         monkeypatch.setattr(m, "ppo_loss", spy_loss)
         monkeypatch.setattr(torch.optim, "Adam", CountingAdam)
@@ -809,6 +818,35 @@ def new_order_each_epoch(m):
                 if torch.equal(orders[i], orders[j]) or splits[i] == splits[j]:
                     raise Named("the minibatches hold the same samples every epoch: draw a new random permutation of the "
                                 "batch at the start of each epoch")
+
+
+def logged_losses_average_every_minibatch(m):
+    """Each losses/<key> logged after an update is the mean of that statistic over every
+    minibatch step of the update, all epochs included. Three ways of collecting the statistics
+    are named where the logged numbers match them."""
+    for i, update in enumerate(ppo_epochs(m), 1):
+        epochs = epochs_of(update)
+        steps = [mb["stats"] for epoch in epochs for mb in epoch]
+        logged = {key: value for key, value in update.get("logged", {}).items() if key in steps[0]}
+        assert logged, f"update {i} logged none of ppo_loss's statistics as losses/<key>"
+        variants = {  # what a misplaced line collects instead of every step of the update
+            "only the last epoch's minibatches": [mb["stats"] for mb in epochs[-1]],
+            "only the last minibatch of each epoch": [epoch[-1]["stats"] for epoch in epochs],
+            "each epoch's minibatches again in every later epoch (the epoch's list is not emptied at the start of "
+            "each epoch)": [mb["stats"] for j in range(len(epochs)) for epoch in epochs[:j + 1] for mb in epoch]}
+
+        def mean(of, key):
+            return sum(stats[key] for stats in of) / len(of)
+
+        if all(close(value, mean(steps, key)) for key, value in logged.items()):
+            continue
+        for name, collected in variants.items():
+            if all(close(value, mean(collected, key)) for key, value in logged.items()):
+                raise Named(f"the logged losses average {name}: each losses/<key> must be the mean over every minibatch "
+                            "step of the update, all epochs included")
+        key = next(key for key, value in logged.items() if not close(value, mean(steps, key)))
+        raise AssertionError(f"update {i}: losses/{key} is {logged[key]:.6g}, and the mean of its "
+                             f"{len(steps)} minibatch steps is {mean(steps, key):.6g}")
 
 
 STALE = ("π_old is stale: the old log π handed to ppo_loss is recomputed from the policy being updated. The ratio "
@@ -1312,6 +1350,9 @@ CHECKS = {
         + [(s, "each Adam step follows its own minibatch's gradient: gradients zeroed before each backward pass",
             "each step's gradient holds earlier minibatches' too", EPOCHS, each_step_follows_its_own_minibatch)
            for s in PPO]
+        + [(s, "each logged loss is its mean over every minibatch step of the update",
+            "a logged loss is not its mean over every minibatch step of the update", EPOCHS,
+            logged_losses_average_every_minibatch) for s in PPO]
         + [(s, "every minibatch hands ppo_loss the log π the rollout stored for its samples: π_old stays fixed",
             "the old log π handed to ppo_loss are not the rollout's log π of the minibatch's samples: index every "
             "batch tensor with the same minibatch indices", EPOCHS, old_log_probs_are_the_rollouts) for s in PPO]

@@ -222,6 +222,10 @@ KL_STOP_AFTER_EPOCH = """                epoch_stats.append(stats)
             if args.target_kl is not None and epoch_kl > args.target_kl:
                 break
 """
+EPOCH_HEAD = """        for _epoch in range(args.update_epochs):
+            b_inds = torch.randperm(batch_size, device=device)
+            epoch_stats = []
+"""
 KL_STOP_IN_MINIBATCH_LOOP = """                epoch_stats.append(stats)
                 epoch_kl = torch.stack([s["approx_kl"] for s in epoch_stats]).mean()
                 if args.target_kl is not None and epoch_kl > args.target_kl:
@@ -478,6 +482,16 @@ BLOCK_MISTAKES = {
                       "                epoch_stats.append(stats)\n"
                       '                if args.target_kl is not None and stats["approx_kl"] > args.target_kl:\n'
                       "                    break\n", "the early stop acts inside an epoch"),
+    # The statistics of the update, collected by a line one loop too far in or out: the logged means
+    "logs-last-epoch-only": (11, "ppo_discrete", KL_STOP_AFTER_EPOCH,
+                             KL_STOP_AFTER_EPOCH.replace("            update_stats += epoch_stats\n", "")
+                             + "        update_stats += epoch_stats\n", "only the last epoch's minibatches"),
+    "logs-last-minibatch-of-each-epoch": (11, "ppo_discrete", "                epoch_stats.append(stats)\n",
+                                          "            epoch_stats.append(stats)\n",
+                                          "only the last minibatch of each epoch"),
+    "epoch-list-never-emptied": (11, "ppo_discrete", EPOCH_HEAD, "        epoch_stats = []\n"
+                                 + EPOCH_HEAD.replace("            epoch_stats = []\n", ""),
+                                 "each epoch's minibatches again in every later epoch"),
     # π_old recomputed from the policy being updated: the ratio is 1 and the KL 0 at every step
     "stale-old-logprob": (11, "ppo_discrete", "b_logprobs[mb_inds]", "new_logprob.detach()", "π_old is stale"),
     "no-square-root": (12, "trpo", ".clamp_min(1e-30)) ** 0.5 * x", ".clamp_min(1e-30)) * x",
@@ -510,6 +524,17 @@ def test_the_grader_names_a_mistake_in_a_block_first(planted, tmp_path):
     lines = []
     assert not grade.grade(tmp_path, [number], learning=False, out=lines.append)[number]
     only_named(lines, script, mistake)
+
+
+def test_logged_losses_that_are_none_of_the_named_collections_are_located_not_named(tmp_path):
+    """Each epoch's first minibatch left out of the logged means is none of the named mistakes: the
+    grader says which update and which loss differ, with no cause claimed."""
+    plant(tmp_path, "ppo_discrete", ("update_stats += epoch_stats\n", "update_stats += epoch_stats[1:]\n"))
+    lines = []
+    assert not grade.grade(tmp_path, [11], learning=False, out=lines.append)[11]
+    failures = "\n".join(line for line in lines if "✗" in line or "found" in line)
+    assert "each logged loss is its mean" in failures and "minibatch steps is" in failures, failures
+    assert "The mistake" not in failures and "the logged losses average" not in failures, failures
 
 
 @pytest.mark.parametrize("script", ["ppo_discrete", "ppo_continuous"])
