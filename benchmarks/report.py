@@ -534,28 +534,37 @@ def atari_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
         return []
     expected = {(algo, env_id): seeds for algo, env_id, _, seeds, *_ in SUITES["atari"]}
     lines = ["## Pixels: `ppo_atari.py` beside CleanRL's on Atari", "",
-             "ALE Breakout and Pong, 500,000 steps (2M frames) a run, on this machine. `ppo_atari.py` plays "
-             "`ALE/<Game>-v5` made with frame skip 1 and no sticky actions, on Gymnasium 1.4 and ale-py 0.12. "
-             "CleanRL's `ppo_atari.py` (its pinned commit with `reference_runs/cleanrl_ppo_atari.patch`) plays "
-             "`<Game>NoFrameskip-v4`, the same emulator settings, on Gymnasium 0.29 and ale-py 0.9 in its own "
-             "virtual environment. Both use the same preprocessing (30 no-ops, skip 4 with a max over the last "
-             "two frames, 84×84 gray, 4 frames stacked, a life loss ends a training episode, FIRE at reset, "
-             "rewards clipped to their sign) and the Nature CNN. `ppo_atari.py` runs at CleanRL's settings "
-             "(`--update-epochs 4 --vf-coef 0.5 --no-anneal-clip`). Everything else is at both programs' "
-             "defaults, which agree (8 envs × 128 steps, 4 minibatches, learning rate 2.5e-4 annealed, clip "
-             "0.1). One thread each (`OMP_NUM_THREADS=1`). "
+             "ALE Breakout and Pong, 499,712 steps a run (488 batches of 1,024 steps, about 2M frames), on this "
+             "machine. `ppo_atari.py` plays `ALE/<Game>-v5` made with frame skip 1 and no sticky actions, on "
+             "Gymnasium 1.4 and ale-py 0.12. CleanRL's `ppo_atari.py` (its pinned commit with "
+             "`reference_runs/cleanrl_ppo_atari.patch`) plays `<Game>NoFrameskip-v4` on Gymnasium 0.29 and "
+             "ale-py 0.9, in its own virtual environment. The emulator settings are the same: one frame a step, "
+             "no sticky actions, the minimal action set, a game cut at 108,000 frames. So are the preprocessing "
+             "steps: 1 to 30 random no-ops at a game's start, skip 4 with a max over the last two frames, 84×84 "
+             "gray, 4 frames stacked, a life loss ends a training episode, FIRE at the start of each life, "
+             "rewards clipped to their sign. They differ in small ways. CleanRL also plays RIGHT after each FIRE. "
+             "It turns frames gray after the max and the resize, so a few pixels differ by rounding. Both use the "
+             "Nature CNN. `ppo_atari.py` runs at CleanRL's settings (`--update-epochs 4 --vf-coef 0.5 "
+             "--no-anneal-clip`). Everything else is at both programs' defaults, which agree: 8 envs × 128 steps, "
+             "4 minibatches, learning rate 2.5e-4 annealed linearly, clip 0.1, γ 0.99, λ 0.95, entropy 0.01, "
+             "gradient norm 0.5, Adam ε 1e-5. One default differs: `ppo_atari.py` bootstraps a game cut at "
+             "108,000 frames with its value, and CleanRL counts the cut as the game's end. No game is expected "
+             "to reach the cut at this budget. One torch thread each (`ppo_atari.py`'s default `--num-threads "
+             "1`, and `OMP_NUM_THREADS=1` for CleanRL's). "
              "Final return: the mean of each run's last 100 training games, the real score over all lives. "
-             "Greedy evaluation: `ppo_atari.py`'s 10 games with the most probable action after training "
-             "(CleanRL's file has none). Two seeds a program is too few for an interval, so no verdict is "
-             "drawn: the columns are as measured. CleanRL publishes 414.66 ± 28.09 on Breakout and 20.36 ± "
-             "0.20 on Pong after 10M steps (40M frames), 20 times this budget.", "",
+             "Greedy evaluation: `ppo_atari.py`'s 10 games after training, each action the most probable one, on "
+             "seeds training never used, each game cut at 10,000 steps. CleanRL's file has no evaluation. Two "
+             "seeds a program are too few for an interval, so no verdict is drawn: the columns are as measured. "
+             "CleanRL publishes 414.66 ± 28.09 on Breakout and 20.36 ± 0.20 on Pong (3 seeds) after 10M steps "
+             "(40M frames), 20 times this budget.", "",
              "| game | program | seeds | steps | final return: mean (per seed) | greedy evaluation: mean (per seed) |",
              "|---|---|---|---|---|---|"]
     cells = defaultdict(list)
     for r in runs:
         game = r["env_id"].removeprefix("ALE/").removesuffix("-v5").removesuffix("NoFrameskip-v4")
         cells[(game, r["algo"])].append(r)
-    for game in sorted({game for game, _ in cells}):
+    games = sorted({env_id.removeprefix("ALE/").removesuffix("-v5") for _, env_id in expected if env_id.startswith("ALE/")})
+    for game in games:
         for algo, name in (("ppo_atari", "`ppo_atari.py`"), ("cleanrl_ppo_atari", "CleanRL's `ppo_atari.py`")):
             cell = sorted(cells.get((game, algo), []), key=lambda r: r["seed"])
             wanted = next(seeds for (a, env_id), seeds in expected.items() if a == algo and game in env_id)
