@@ -578,7 +578,9 @@ def atari_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
             greedy = f"{np.mean(evals):.1f} ({', '.join(f'{e:.1f}' for e in evals)})" if evals else "none"
             lines.append(f"| {game} | {name} | {seeds} | {cell[0]['total_timesteps']:,} | {np.mean(finals):.1f} "
                          f"({per_seed}) | {greedy} |")
-    lines += ["", "The runs shared the machine with other work, so their speed is not reported here: "
+    ours, theirs = ([r for r in runs if r["algo"] == algo] for algo in ("ppo_atari", "cleanrl_ppo_atari"))
+    lines += ["", (cpus("`ppo_atari.py`'s runs", ours, "CleanRL's", theirs) + " " if ours and theirs else "")
+              + "The runs shared the machine with other work, so their speed is not reported here: "
               "`benchmarks/SPEED.md` times the two programs alone.", "",
               "Flags of each cell (beside `--env-id` and `--seed`), and the commit of each program:", ""]
     for (game, algo), cell in sorted(cells.items()):
