@@ -578,6 +578,13 @@ def atari_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
             greedy = f"{np.mean(evals):.1f} ({', '.join(f'{e:.1f}' for e in evals)})" if evals else "none"
             lines.append(f"| {game} | {name} | {seeds} | {cell[0]['total_timesteps']:,} | {np.mean(finals):.1f} "
                          f"({per_seed}) | {greedy} |")
+    for game in games:  # where the seeds of the two programs fall, one against the other
+        a, b = ([r["final_return"] for r in cells.get((game, algo), [])] for algo in ("ppo_atari", "cleanrl_ppo_atari"))
+        if a and b:
+            where = ("below CleanRL's on every seed" if max(a) < min(b) else
+                     "above CleanRL's on every seed" if min(a) > max(b) else "on neither side of CleanRL's: the seeds overlap")
+            lines += ["", f"On {game}, `ppo_atari.py`'s final return is {where}. With {len(a)} and {len(b)} seeds, "
+                      "this cannot tell the programs apart from the luck of the seeds."]
     ours, theirs = ([r for r in runs if r["algo"] == algo] for algo in ("ppo_atari", "cleanrl_ppo_atari"))
     lines += ["", (cpus("`ppo_atari.py`'s runs", ours, "CleanRL's", theirs) + " " if ours and theirs else "")
               + "The runs shared the machine with other work, so their speed is not reported here: "
