@@ -3,7 +3,7 @@
     python tests/other_cpus.py              # the kernel-dependent tests, under each of 4 settings
     python tests/other_cpus.py --all        # the whole suite under each setting
     python tests/other_cpus.py --grader     # also grade the reference solution of the 13 exercises
-    python tests/other_cpus.py --grader-only   # only grade it, without pytest
+    python tests/other_cpus.py --grader-only --no-learning   # only grade it (grade.py's flags after)
     python tests/other_cpus.py --only sse41 -k replay   # one setting (its key below), a selection
 
 torch picks its CPU kernels when it loads, by what the CPU can do. ATen's vectorised ops run on
@@ -58,7 +58,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="the whole suite, not only KERNEL_TESTS")
     parser.add_argument("--grader", action="store_true", help="also grade the reference (exercises/grade.py)")
-    parser.add_argument("--grader-only", action="store_true", help="only grade the reference, without pytest")
+    parser.add_argument("--grader-only", action="store_true",
+                        help="only grade the reference, without pytest; the other arguments go to grade.py")
     parser.add_argument("--only", choices=SETTINGS, help="one setting")
     args, pytest_args = parser.parse_known_args()  # the rest goes to pytest (say, -k replay)
     failed, native = [], kernels(dict(os.environ))
@@ -75,7 +76,7 @@ def main() -> int:
         commands = [] if args.grader_only else [
             [sys.executable, "-m", "pytest", "-q", *([] if args.all else KERNEL_TESTS), *pytest_args]]
         if args.grader or args.grader_only:
-            commands.append([sys.executable, "exercises/grade.py", "."])
+            commands.append([sys.executable, "exercises/grade.py", ".", *(pytest_args if args.grader_only else [])])
         for command in commands:
             start = time.time()
             code = subprocess.run(command, cwd=ROOT, env=env).returncode

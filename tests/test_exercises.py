@@ -482,16 +482,6 @@ BLOCK_MISTAKES = {
                       "                epoch_stats.append(stats)\n"
                       '                if args.target_kl is not None and stats["approx_kl"] > args.target_kl:\n'
                       "                    break\n", "the early stop acts inside an epoch"),
-    # The statistics of the update, collected by a line one loop too far in or out: the logged means
-    "logs-last-epoch-only": (11, "ppo_discrete", KL_STOP_AFTER_EPOCH,
-                             KL_STOP_AFTER_EPOCH.replace("            update_stats += epoch_stats\n", "")
-                             + "        update_stats += epoch_stats\n", "only the last epoch's minibatches"),
-    "logs-last-minibatch-of-each-epoch": (11, "ppo_discrete", "                epoch_stats.append(stats)\n",
-                                          "            epoch_stats.append(stats)\n",
-                                          "only the last minibatch of each epoch"),
-    "epoch-list-never-emptied": (11, "ppo_discrete", EPOCH_HEAD, "        epoch_stats = []\n"
-                                 + EPOCH_HEAD.replace("            epoch_stats = []\n", ""),
-                                 "each epoch's minibatches again in every later epoch"),
     # π_old recomputed from the policy being updated: the ratio is 1 and the KL 0 at every step
     "stale-old-logprob": (11, "ppo_discrete", "b_logprobs[mb_inds]", "new_logprob.detach()", "π_old is stale"),
     "no-square-root": (12, "trpo", ".clamp_min(1e-30)) ** 0.5 * x", ".clamp_min(1e-30)) * x",
@@ -526,15 +516,41 @@ def test_the_grader_names_a_mistake_in_a_block_first(planted, tmp_path):
     only_named(lines, script, mistake)
 
 
-def test_logged_losses_that_are_none_of_the_named_collections_are_located_not_named(tmp_path):
-    """Each epoch's first minibatch left out of the logged means is none of the named mistakes: the
-    grader says which update and which loss differ, with no cause claimed."""
-    plant(tmp_path, "ppo_discrete", ("update_stats += epoch_stats\n", "update_stats += epoch_stats[1:]\n"))
-    lines = []
-    assert not grade.grade(tmp_path, [11], learning=False, out=lines.append)[11]
-    failures = "\n".join(line for line in lines if "✗" in line or "found" in line)
-    assert "each logged loss is its mean" in failures and "minibatch steps is" in failures, failures
-    assert "The mistake" not in failures and "the logged losses average" not in failures, failures
+# The statistics of the update, collected by a line one loop too far in or out: (right, wrong,
+# the words that name it), or None where the mistake is none of the named ones.
+LOGGED_MEANS = {
+    "last-epoch-only": (KL_STOP_AFTER_EPOCH, KL_STOP_AFTER_EPOCH.replace("            update_stats += epoch_stats\n", "")
+                        + "        update_stats += epoch_stats\n", "only the last epoch's minibatches"),
+    "last-minibatch-of-each-epoch": ("                epoch_stats.append(stats)\n", "            epoch_stats.append(stats)\n",
+                                     "only the last minibatch of each epoch"),
+    "epoch-list-never-emptied": (EPOCH_HEAD, "        epoch_stats = []\n"
+                                 + EPOCH_HEAD.replace("            epoch_stats = []\n", ""),
+                                 "each epoch's minibatches again in every later epoch"),
+    "first-minibatch-left-out": ("update_stats += epoch_stats\n", "update_stats += epoch_stats[1:]\n", None),
+}
+
+
+@pytest.mark.parametrize("planted", LOGGED_MEANS)
+def test_logged_losses_that_average_the_wrong_minibatches_are_named_only_when_they_match(planted, tmp_path):
+    """The check that each logged loss is its mean over every minibatch step of the update, run
+    alone on ppo_discrete.py with a line that collects the statistics misplaced. Three collections
+    are named where the logged numbers match them. Another (each epoch's first minibatch left out)
+    is located: which update and which loss differ, with no cause claimed."""
+    right, wrong, name = LOGGED_MEANS[planted]
+    plant(tmp_path, "ppo_discrete", (right, wrong))
+    module = grade.isolated(tmp_path, "ppo_discrete", 11, tmp_path)
+    passed, detail = grade.run_check(module, grade.logged_losses_average_every_minibatch)
+    assert not passed
+    if name:
+        assert detail.startswith("named: the logged losses average " + name), detail
+    else:
+        assert not detail.startswith("named:") and "minibatch steps is" in detail, detail
+
+
+def test_the_reference_logs_each_loss_as_its_mean_over_every_minibatch_step(tmp_path):
+    plant(tmp_path, "ppo_discrete")
+    module = grade.isolated(tmp_path, "ppo_discrete", 11, tmp_path)
+    assert grade.run_check(module, grade.logged_losses_average_every_minibatch) == (True, "")
 
 
 @pytest.mark.parametrize("script", ["ppo_discrete", "ppo_continuous"])
