@@ -227,10 +227,11 @@ PPO_PAPER_FIGURE3 = {  # env: (PPO-clip, TRPO, A2C)
     "Walker2d-v4": ("~3460", "~1100", "~850")}
 
 # The MinAtar paper (Young and Tian 2019) publishes curves only: the moving average of the last 100
-# training episodes, the mean of 30 runs, on the v0 games (all 6 actions; MinAtar <= 1.0.10 for
-# Seaquest). These are readings of its learning-curve figure (kenjyoung/MinAtar img/learning_curves.gif,
-# last changed in 87c2bc8) at 2M frames, our budget, and at its 5M: the median row of each curve's
-# pixels over a few columns at that x, mapped through the axis ticks. A MinAtar step is one frame.
+# training episodes (the figure's y-axis label), the mean of 30 runs, on the v0 games (all 6
+# actions; MinAtar <= 1.0.10 for Seaquest). These are readings of its learning-curve figure
+# (kenjyoung/MinAtar img/learning_curves.gif, last changed in 87c2bc8) at 2M frames, our budget, and
+# at its 5M: the median row of each curve's pixels over a few columns at that x, mapped through the
+# axis ticks. A MinAtar step is one frame.
 MINATAR_PAPER = {  # game: {curve: (at 2M frames, at 5M frames)}
     "Asterix-v1": {"DQN": ("~14", "~17"), "AC(0.8)": ("~6", "~19")},
     "Breakout-v1": {"DQN": ("~10", "~10"), "AC(0.8)": ("~14", "~18")},

@@ -477,7 +477,8 @@ def minatar_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
              "curves only, so these are readings (\"~\"; benchmarks/presets.py says how). Its metric is ours, "
              "the mean of the last 100 training episodes. Its protocol differs: the mean of 30 runs, the v0 "
              "games with all 6 actions against v1's minimal sets, and MinAtar 1.0.10 or earlier for Seaquest, "
-             "whose oxygen bar has since been fixed. Its algorithms differ too, so the column places our "
+             "whose oxygen-bar bug (the bar flashed full one step before the oxygen ran out) was fixed in "
+             "1.0.11. Its algorithms differ too, so the column places our "
              "runs on its scale and ranks nothing.", "",
              "| game | script | seeds | steps | final return | greedy evaluation | difference "
              "| MinAtar paper at 2M (5M) frames |",

@@ -821,8 +821,8 @@ def new_order_each_epoch(m):
 
 
 def logged_losses_average_every_minibatch(m):
-    """Each losses/<key> logged after an update is the mean of that statistic over every
-    minibatch step of the update, all epochs included. Three ways of collecting the statistics
+    """Each losses/<key> logged after an update, for the statistics ppo_loss returns, is the mean
+    of that statistic over every minibatch step of the update, all epochs included. Three ways of collecting the statistics
     are named where the logged numbers match them."""
     for i, update in enumerate(ppo_epochs(m), 1):
         epochs = epochs_of(update)
