@@ -853,7 +853,7 @@ def interrupt(signum, _frame):
     """SIGTERM (a scheduler's stop, `timeout`'s) is met as Ctrl-C (SIGINT) is. Once one came, the
     next are ignored, so that the stop ends as it began."""
     if not interrupt.came:
-        interrupt.came = True
+        interrupt.came = signum
         raise KeyboardInterrupt(signum)
 
 
@@ -970,6 +970,9 @@ def main(args: RunArgs | None = None) -> dict:
         updates += 1
         if args.checkpoint_every and updates % args.checkpoint_every == 0:
             save(state)
+        came = getattr(signal.getsignal(signal.SIGINT), "came", False)  # `interrupt`, as installed
+        if came:  # A signal came, and its KeyboardInterrupt was lost (in torch.save's pickler).
+            raise KeyboardInterrupt(came)
 
     def cannot_write(error, when):
         """`stopped`'s line for an OSError: what failed, and the step of each file that this run

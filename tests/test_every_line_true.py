@@ -116,6 +116,23 @@ def test_a_second_signal_during_the_stop_is_ignored(second, tmp_path):
         assert len(lines) == 1 and lines[0].startswith(f"ppo_discrete.py: {why[proc.returncode]} in training; "), err
 
 
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_signal_whose_keyboardinterrupt_was_lost_still_stops_the_run(name, tmp_path, monkeypatch, capsys):
+    """Under load, a KeyboardInterrupt raised inside torch.save's pickler was seen lost: the run
+    trained on and ignored every later signal. The installed handler's flag then stops the run at
+    the end of the update."""
+    module = _module(name)
+    monkeypatch.setattr(module.interrupt, "came", signal.SIGTERM)  # a SIGTERM came, its exception lost
+    previous = signal.signal(signal.SIGINT, module.interrupt)
+    try:
+        with pytest.raises(SystemExit) as stop:
+            module.main(module.RunArgs(total_timesteps=10_000, eval_episodes=0, log_dir=str(tmp_path)))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert stop.value.code == 143
+    assert f"{name}.py: stopped by SIGTERM in training" in capsys.readouterr().err
+
+
 # 8. An evaluation says how far it is within an episode too.
 def test_one_long_evaluation_episode_prints_its_progress(tmp_path, monkeypatch, capsys):
     module = _module("ppo_discrete")
