@@ -41,6 +41,8 @@ import trpo  # noqa: E402
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from run import script_commit  # noqa: E402
 
+import tooling
+
 
 def make_normalized_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     envs = gym.vector.SyncVectorEnv(
@@ -67,9 +69,9 @@ def main() -> None:
     trpo.make_vec_env = make_normalized_vec_env
     start = time.time()
     zoo = dict(num_envs=2, num_steps=1024, gae_lambda=0.95) if args.zoo_batch else {}
-    trpo_args = trpo.RunArgs(env_id=args.env_id, seed=args.seed, total_timesteps=args.total_timesteps, eval_episodes=0,
+    trpo_args = tooling.run_args(trpo)(env_id=args.env_id, seed=args.seed, total_timesteps=args.total_timesteps, eval_episodes=0,
                           log_dir="/tmp/trpo_normalized_runs", **zoo)
-    result = trpo.main(trpo_args)
+    result = tooling.main(trpo, trpo_args)
     returns = result["episodic_returns"]
     record = {
         "command": f"python benchmarks/trpo_normalized.py --env-id {args.env_id} --seed {args.seed}"

@@ -596,8 +596,7 @@ def render(name: str, source: str | None = None) -> str:
 
     tooling = next((n for n, line in enumerate(lines, 1) if (m := BANNER.match(line)) and m[1].startswith("tooling")),
                    None)
-    if tooling is None:
-        raise ValueError(f"{name}.py: no '# --- tooling: ... ---' banner, so the page cannot fold its tooling")
+    tooling = tooling or len(lines) + 1  # since 0.5.0 the tooling is tooling.py, with a page of its own
     body, folded = [], False
     for notes, code, notes_start in split_sections(source, lines, doc_end + 2):
         while code and not lines[code[-1] - 1].strip():  # trailing blank lines add nothing

@@ -67,6 +67,8 @@ import test_trpo  # noqa: E402
 from conftest import naive_gae, random_rollout  # noqa: E402
 from ladder import LADDER, SCRIPTS  # noqa: E402
 
+import tooling
+
 # --- checks written for the exercises: each isolates one property, so its failure names the mistake ---
 
 
@@ -577,7 +579,7 @@ def bootstrap_record(m) -> dict:
         monkeypatch.setattr(m, "Agent", Recording)
         monkeypatch.setattr(m, "compute_gae", spy_gae)
         try:
-            m.main(m.RunArgs(env_id="TickContinuous-v0" if continuous else "TickDiscrete-v0", num_envs=2,
+            tooling.main(m, tooling.run_args(m)(env_id="TickContinuous-v0" if continuous else "TickDiscrete-v0", num_envs=2,
                              num_steps=12, total_timesteps=24, eval_episodes=0, checkpoint_every=0, log_dir=log_dir,
                              **extra))
         except Exception as error:  # after GAE's inputs were recorded: the last check reports it
@@ -724,7 +726,7 @@ def ppo_record(m, **flags) -> tuple[list, Exception | None]:
         monkeypatch.setattr(m, "ppo_loss", spy_loss)
         monkeypatch.setattr(torch.optim, "Adam", CountingAdam)
         try:
-            m.main(m.RunArgs(env_id=PPO_ENV[m.__name__], eval_episodes=0, checkpoint_every=0, log_dir=log_dir,
+            tooling.main(m, tooling.run_args(m)(env_id=PPO_ENV[m.__name__], eval_episodes=0, checkpoint_every=0, log_dir=log_dir,
                              **PPO_RUN, **flags))
         except NotImplementedError:
             raise
@@ -1573,7 +1575,8 @@ def report(results: list[tuple]) -> list[str]:
 
 def learning_run(module, script: str, env_id: str, flags: dict, target: float) -> str:
     with tempfile.TemporaryDirectory() as log_dir:
-        result = module.main(module.RunArgs(env_id=env_id, eval_episodes=0, log_dir=log_dir, checkpoint_every=0,
+        result = tooling.main(module, tooling.run_args(module)(env_id=env_id, eval_episodes=0, log_dir=log_dir,
+                                                               checkpoint_every=0,
                                             **flags))  # no checkpoint: student_<script> is no module to pickle
     last = [r for _, r in result["episodic_returns"][-20:]]
     mean = float(np.mean(last)) if last else float("nan")

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import torch
 
+import tooling
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -43,7 +45,7 @@ def one_error_line(out: subprocess.CompletedProcess, script: str) -> str:
 def trained(module, tmp_path, **overrides) -> str:
     """The folder of a short run of `module` that saved its model and a checkpoint."""
     args = short_args(module, str(tmp_path), save_model=True, checkpoint_every=1, **overrides)
-    return module.main(args)["run_dir"]
+    return tooling.main(module, args)["run_dir"]
 
 
 def run_folder(log_dir) -> str:
@@ -229,14 +231,14 @@ def evaluate_checkpoint(module, path, *flags: str) -> list[float]:
     argv = sys.argv
     sys.argv = [f"{module.__name__}.py", "--eval-checkpoint", str(path), *flags]
     try:
-        return module.main()["eval_returns"]
+        return tooling.main(module)["eval_returns"]
     finally:
         sys.argv = argv
 
 
 def short_args(module, log_dir: str, **overrides):
     """Args of a short run of `module` (see SHORT_RUNS), with overrides."""
-    return module.RunArgs(**{**SHORT_RUNS[module.__name__], "log_dir": log_dir, **overrides})
+    return tooling.run_args(module)(**{**SHORT_RUNS[module.__name__], "log_dir": log_dir, **overrides})
 
 
 class BrokenEnv(TickEnv):

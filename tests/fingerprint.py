@@ -49,7 +49,11 @@ def fingerprint(root: str, script: str, flags: dict) -> str:
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # checkpoints pickle its classes
     spec.loader.exec_module(module)
     with tempfile.TemporaryDirectory() as log_dir, open(os.devnull, "w") as null, redirect_stdout(null):
-        if hasattr(module, "RunArgs"):  # `main` runs `train` with the tooling around it
+        if os.path.exists(os.path.join(root, "tooling.py")):  # the tooling in its own file (0.5.0)
+            tooling = importlib.import_module("tooling")
+            result = tooling.main(module, tooling.run_args(module)(**flags, eval_episodes=2,
+                                                                   log_dir=log_dir))
+        elif hasattr(module, "RunArgs"):  # `main` runs `train` with the tooling around it
             result = module.main(module.RunArgs(**flags, eval_episodes=2, log_dir=log_dir))
         else:  # a checkout from before the tooling left `train` (73d22e8 and older)
             result = module.train(module.Args(**flags, eval_episodes=2, log_dir=log_dir))

@@ -17,6 +17,8 @@ import pytest
 import torch
 from conftest import ROOT, SCRIPTS, _module, one_error_line, read_saved, trained
 
+import tooling
+
 PYTHON = sys.executable
 
 
@@ -42,7 +44,7 @@ def last_line(out: subprocess.CompletedProcess, code: int) -> str:
 def refusal(module, **args) -> str:
     """The one-line error with which `main` refuses these args, in this process."""
     with pytest.raises(SystemExit) as stop:
-        module.main(module.RunArgs(**args))
+        tooling.main(module, tooling.run_args(module)(**args))
     assert isinstance(stop.value.code, str) and "\n" not in stop.value.code, stop.value.code
     return stop.value.code
 
@@ -51,9 +53,8 @@ def rewrite(path, change):
     """Write the file at `path` again, its content changed by `change` (as a changed script's
     file would be written)."""
     content = read_saved(path, weights_only=False)
-    module = _module(content["script"])
     change(content)
-    module.write(content, str(path))
+    tooling.write(content, str(path))
 
 
 def snapshot(folder) -> dict:
@@ -71,16 +72,16 @@ def test_a_file_without_a_new_flag_takes_its_default_and_one_with_an_unknown_fla
     for path in (model, checkpoint):  # written before --eval-seed existed
         rewrite(path, lambda content: content["args"].pop("eval_seed"))
     capsys.readouterr()
-    assert len(module.main(module.RunArgs(eval_checkpoint=model, eval_episodes=1))["eval_returns"]) == 1
+    assert len(tooling.main(module, tooling.run_args(module)(eval_checkpoint=model, eval_episodes=1))["eval_returns"]) == 1
     assert f"note: {model} has no --eval-seed: it takes its default, None" in capsys.readouterr().err
     steps = read_saved(checkpoint, weights_only=False)["state"]["global_step"]
-    resumed = module.main(module.RunArgs(resume=checkpoint, total_timesteps=2 * steps))
+    resumed = tooling.main(module, tooling.run_args(module)(resume=checkpoint, total_timesteps=2 * steps))
     assert resumed["global_step"] > steps
     assert f"note: {checkpoint} has no --eval-seed: it takes its default, None" in capsys.readouterr().err
     # Written by a copy with a flag this script lacks: ignored for an evaluation, refused for a resume.
     for path in (model, checkpoint):
         rewrite(path, lambda content: content["args"].update(kl_target=0.01))
-    assert len(module.load_agent(model).state_dict())
+    assert len(tooling.load_agent(module, model).state_dict())
     assert f"note: {model} has --kl-target, which {name}.py lacks: ignored" in capsys.readouterr().err
     line = refusal(module, resume=checkpoint, total_timesteps=4 * steps)
     assert line == (f"{name}.py: error: --resume: {checkpoint} was trained with --kl-target, which "
@@ -135,16 +136,16 @@ def test_load_names_a_folder_a_foreign_file_damage_and_an_older_release(name, tm
         kind = "checkpoint" if resume else "model"
         path = f"{run_dir}/{kind}.pt"
         data = open(path, "rb").read()
-        assert data.endswith(f"\npgref {module.FORMAT} {module.RELEASE}\n".encode() + data[-32:])
+        assert data.endswith(f"\npgref {tooling.FORMAT} {tooling.RELEASE}\n".encode() + data[-32:])
 
         def cause(content: bytes, resume=resume) -> str:
             (tmp_path / "file.pt").write_bytes(content)
             with pytest.raises(SystemExit) as stop:
-                module.load(str(tmp_path / "file.pt"), resume)
+                tooling.load(module, str(tmp_path / "file.pt"), resume)
             return stop.value.code.removeprefix(f"{name}.py: error: {tmp_path}/file.pt ")
 
         with pytest.raises(SystemExit, match=f"{tmp_path} is a folder: give the file, <run>/{kind}.pt$"):
-            module.load(str(tmp_path), resume)
+            tooling.load(module, str(tmp_path), resume)
         buffer = io.BytesIO()
         torch.save(read_saved(f"{run_dir}/model.pt")["model"], buffer)  # a plain state_dict
         for foreign in (os.urandom(5000), buffer.getvalue(), b""):
@@ -161,7 +162,7 @@ def test_load_names_a_folder_a_foreign_file_damage_and_an_older_release(name, tm
         buffer = io.BytesIO()
         torch.save({"format": 2, "sha256": hashlib.sha256(content).hexdigest(), "content": content}, buffer)
         assert cause(buffer.getvalue()) == (f"was written by pgref 0.2.0 (file format 2), and {name}.py of pgref "
-                                            f"{module.RELEASE} reads format {module.FORMAT}: git checkout a031320 "
+                                            f"{tooling.RELEASE} reads format {tooling.FORMAT}: git checkout a031320 "
                                             "reads it")
         framed = b"pgref\n" + content + b"\npgref 4 0.9.1\n"
         assert cause(framed + hashlib.sha256(framed).digest()).startswith("was written by pgref 0.9.1 (file format 4)")
@@ -248,7 +249,7 @@ def test_a_long_evaluation_prints_its_progress(tmp_path, monkeypatch, capsys):
     clock = iter(range(0, 10 ** 6, 3))  # three seconds a reading of the clock
     monkeypatch.setattr(module.time, "time", lambda: next(clock))
     capsys.readouterr()
-    module.main(module.RunArgs(eval_checkpoint=model, eval_episodes=4))
+    tooling.main(module, tooling.run_args(module)(eval_checkpoint=model, eval_episodes=4))
     assert re.search(r"^evaluating: episode [1234]/4, [\d,]+ steps played$", capsys.readouterr().out, re.M)
 
 

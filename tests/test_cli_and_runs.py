@@ -12,6 +12,8 @@ import pytest
 import torch
 from conftest import ROOT, SCRIPTS, SHORT_RUNS, run_script, short_args
 
+import tooling
+
 PATHS = [name + ".py" for name in SCRIPTS]
 # Phrases of --help that show the algorithm's own flags are explained, with their paper symbols.
 HELP_PHRASES = {
@@ -33,7 +35,7 @@ def test_help_documents_every_flag(path):
     result = run_script(path, "--help")
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
-    for field in module.RunArgs.__dataclass_fields__:
+    for field in tooling.run_args(module).__dataclass_fields__:
         assert "--" + field.replace("_", "-") in text, field
     for phrase in HELP_PHRASES[path]:
         assert phrase in text, phrase
@@ -98,9 +100,9 @@ def test_bad_input_fails_fast_with_one_line(path, flags, message, tmp_path):
 
 
 def test_same_seed_same_run_other_seed_other_run(script, log_dir):
-    first = script.main(short_args(script, log_dir))
-    second = script.main(short_args(script, log_dir))
-    other = script.main(short_args(script, log_dir, seed=2))
+    first = tooling.main(script, short_args(script, log_dir))
+    second = tooling.main(script, short_args(script, log_dir))
+    other = tooling.main(script, short_args(script, log_dir, seed=2))
     assert len(first["episodic_returns"]) >= 8
     assert first["episodic_returns"] == second["episodic_returns"]
     for p, q in zip(first["agent"].parameters(), second["agent"].parameters(), strict=True):
@@ -122,7 +124,7 @@ def test_tensorboard_logs_every_tag(script, log_dir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     args = short_args(script, log_dir, eval_episodes=2)
-    result = script.main(args)
+    result = tooling.main(script, args)
     events = EventAccumulator(result["run_dir"])
     events.Reload()
     # trpo.py logs the exact KL as losses/kl, and no estimate: approx_kl names an estimate.

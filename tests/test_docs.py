@@ -17,6 +17,8 @@ from conftest import ROOT, _module
 sys.path.insert(0, str(ROOT / "docs"))
 import build  # noqa: E402
 
+import tooling
+
 
 def formulas(name: str) -> list[str]:
     return re.findall(r"^\s*# math: (.*)$", (ROOT / f"{name}.py").read_text(), flags=re.M)
@@ -96,7 +98,7 @@ def test_script_pages_list_every_flag_after_its_heading():
         module = _module(name)
         page = build.render(name)
         flags = re.findall(r"<td><code>(--[\w-]+)</code></td>", page)
-        assert flags == ["--" + f.replace("_", "-") for f in module.RunArgs.__dataclass_fields__], name
+        assert flags == ["--" + f.replace("_", "-") for f in tooling.run_args(module).__dataclass_fields__], name
         # each group's heading (the algorithm, then the run) comes before its table
         assert page.index("the algorithm</h3>") < page.index("<td><code>--env-id") < page.index("the run")
 

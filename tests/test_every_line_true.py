@@ -12,6 +12,8 @@ from conftest import ROOT, SCRIPTS, VECTOR_SCRIPTS, _module, read_saved, trained
 from test_built_to_change import last_line, run, start
 from test_extension_points import resume_check
 
+import tooling
+
 CHANGELOG = (ROOT / "CHANGELOG.md").read_text()
 
 
@@ -122,11 +124,11 @@ def test_a_signal_whose_keyboardinterrupt_was_lost_still_stops_the_run(name, tmp
     trained on and ignored every later signal. The installed handler's flag then stops the run at
     the end of the update."""
     module = _module(name)
-    monkeypatch.setattr(module.interrupt, "came", signal.SIGTERM)  # a SIGTERM came, its exception lost
-    previous = signal.signal(signal.SIGINT, module.interrupt)
+    monkeypatch.setattr(tooling.interrupt, "came", signal.SIGTERM)  # a SIGTERM came, its exception lost
+    previous = signal.signal(signal.SIGINT, tooling.interrupt)
     try:
         with pytest.raises(SystemExit) as stop:
-            module.main(module.RunArgs(total_timesteps=10_000, eval_episodes=0, log_dir=str(tmp_path)))
+            tooling.main(module, tooling.run_args(module)(total_timesteps=10_000, eval_episodes=0, log_dir=str(tmp_path)))
     finally:
         signal.signal(signal.SIGINT, previous)
     assert stop.value.code == 143
@@ -140,7 +142,7 @@ def test_one_long_evaluation_episode_prints_its_progress(tmp_path, monkeypatch, 
     clock = iter(range(0, 10 ** 6, 3))  # three seconds a reading of the clock
     monkeypatch.setattr(module.time, "time", lambda: next(clock))
     capsys.readouterr()
-    module.main(module.RunArgs(eval_checkpoint=model, eval_episodes=1))
+    tooling.main(module, tooling.run_args(module)(eval_checkpoint=model, eval_episodes=1))
     progress = re.findall(r"^evaluating: episode 1/1, ([\d,]+) steps played$", capsys.readouterr().out, re.M)
     assert len(progress) > 3 and progress == sorted(progress, key=lambda s: int(s.replace(",", ""))), progress
 
@@ -174,10 +176,10 @@ def test_a_full_disk_stops_the_run_and_says_the_step_of_each_file(tmp_path, monk
         return real_open(path, mode, *args, **kwargs)
 
     monkeypatch.setattr(module, "open", open_, raising=False)
-    args = module.RunArgs(total_timesteps=4096, checkpoint_every=1, save_model=True, eval_episodes=0,
+    args = tooling.run_args(module)(total_timesteps=4096, checkpoint_every=1, save_model=True, eval_episodes=0,
                           log_dir=str(tmp_path))
     with pytest.raises(SystemExit) as stop:
-        module.main(args)
+        tooling.main(module, args)
     (folder,) = tmp_path.iterdir()
     assert str(stop.value) == (f"ppo_discrete.py: error: cannot write {folder}: No space left on device, in "
                                "training (model.pt of step 1,024, checkpoint.pt of step 512); --resume "
@@ -202,7 +204,8 @@ def test_a_renamed_copy_evaluates_the_originals_files_with_a_note(tmp_path):
 
 def test_a_run_stopped_in_its_final_evaluation_without_a_model_is_evaluated_from_its_checkpoint(tmp_path):
     module = _module("ppo_discrete")
-    folder = module.main(module.RunArgs(total_timesteps=2048, eval_episodes=0, log_dir=str(tmp_path)))["run_dir"]
+    args = tooling.run_args(module)(total_timesteps=2048, eval_episodes=0, log_dir=str(tmp_path))
+    folder = tooling.main(module, args)["run_dir"]
     assert not (tmp_path / folder / "model.pt").exists()
     out = run(ROOT / "ppo_discrete.py", "--eval-checkpoint", f"{folder}/checkpoint.pt", "--eval-episodes", 2)
     assert out.returncode == 0 and out.stderr == "" and "CartPole-v1: mean return" in out.stdout, out.stderr

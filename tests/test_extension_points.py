@@ -10,6 +10,8 @@ import sys
 import pytest
 from conftest import ROOT, SCRIPTS, _module, read_saved, short_args
 
+import tooling
+
 BANNER = "# --- tooling:"
 # Short runs on classic control (envs that a checkpoint saves), a few updates each.
 CHECK_FLAGS = {
@@ -94,13 +96,13 @@ def test_loop_state_is_read_back_by_name_not_position(tmp_path):
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_a_checkpoint_of_other_state_names_is_refused(name, tmp_path, capsys):
     module = _module(name)
-    run_dir = module.main(short_args(module, str(tmp_path), checkpoint_every=1))["run_dir"]
+    run_dir = tooling.main(module, short_args(module, str(tmp_path), checkpoint_every=1))["run_dir"]
     path = f"{run_dir}/checkpoint.pt"
     content = read_saved(path, weights_only=False)
     content["state"]["ema_critic"] = content["state"].pop("episodic_returns")
-    module.write(content, path)  # the script's own writer seals the envelope again
+    tooling.write(content, path)  # the script's own writer seals the envelope again
     with pytest.raises(SystemExit) as stop:
-        module.main(module.RunArgs(resume=path, total_timesteps=content["args"]["total_timesteps"] * 2))
+        tooling.main(module, tooling.run_args(module)(resume=path, total_timesteps=content["args"]["total_timesteps"] * 2))
     assert "['ema_critic', 'episodic_returns']" in str(stop.value) and str(stop.value).count("\n") == 0, stop.value
     assert str(stop.value).startswith(f"{name}.py: error: --resume:")
 

@@ -16,6 +16,8 @@ import pytest
 import torch
 from conftest import PPO_SCRIPTS, SCRIPTS, VECTOR_SCRIPTS, _module, evaluate_checkpoint, read_saved, short_args
 
+import tooling
+
 # --- guard rails ---------------------------------------------------------------------------------
 
 # The kind of actions of the broken env each script is tried on.
@@ -26,7 +28,7 @@ BROKEN_ENV_KIND = {"ppo_discrete": "Discrete", "ppo_continuous": "Continuous", "
 def stopped_run(module, log_dir, **overrides) -> tuple[str, str]:
     """Train until the guard stops the run; return its one-line message and the run directory."""
     with pytest.raises(SystemExit) as stopped:
-        module.main(short_args(module, log_dir, save_model=True, **overrides))
+        tooling.main(module, short_args(module, log_dir, save_model=True, **overrides))
     message = stopped.value.code
     assert isinstance(message, str) and "\n" not in message  # one line, and a non-zero exit
     assert message.startswith(f"{module.__name__}.py: error: ")
@@ -129,7 +131,7 @@ def test_a_diverged_update_stops_the_run_and_its_files_keep_the_update_before(na
 
 def test_a_healthy_run_gets_no_warning(log_dir, capsys):
     ppo = _module("ppo_discrete")
-    ppo.main(short_args(ppo, log_dir))
+    tooling.main(ppo, short_args(ppo, log_dir))
     assert "warning" not in capsys.readouterr().err
 
 
@@ -174,7 +176,7 @@ def test_each_epoch_visits_every_sample_once_in_reshuffled_minibatches(name, log
     # ppo_atari.py stores frames as uint8: an env whose frames are uint8 too compares equal.
     image = {"env_id": "TickImage-v0"} if name == "ppo_atari" else {}
     args = short_args(module, log_dir, **PPO_SHORT, **image)
-    module.main(args)
+    tooling.main(module, args)
     minibatch = args.num_envs * args.num_steps // args.num_minibatches
     acts = [obs for kind, obs in calls if kind == "act"]
     updates = [obs for kind, obs in calls if kind == "update"]
@@ -202,7 +204,7 @@ def sort_rows(x: torch.Tensor) -> torch.Tensor:
 def test_learning_rate_schedule_first_and_last_update(name, anneal, log_dir, adam_steps):
     module = _module(name)
     args = short_args(module, log_dir, anneal_lr=anneal, learning_rate=1e-3, **PPO_SHORT)
-    module.main(args)
+    tooling.main(module, args)
     per_update, iterations = args.update_epochs * args.num_minibatches, 4
     assert len(adam_steps) == iterations * per_update
     lrs = [lr for _, lr, _ in adam_steps]
@@ -214,7 +216,7 @@ def test_learning_rate_schedule_first_and_last_update(name, anneal, log_dir, ada
 @pytest.mark.parametrize("name", PPO_SCRIPTS)
 def test_gradients_are_clipped_to_max_grad_norm(name, log_dir, adam_steps):
     module = _module(name)
-    module.main(short_args(module, log_dir, max_grad_norm=1e-3, **PPO_SHORT))
+    tooling.main(module, short_args(module, log_dir, max_grad_norm=1e-3, **PPO_SHORT))
     norms = [norm for _, _, norm in adam_steps]
     assert all(norm <= 1e-3 * (1 + 1e-4) for norm in norms)
     assert max(norms) > 0.9e-3  # the clip is active: without it, the norms are far larger
@@ -224,17 +226,17 @@ def test_gradients_are_clipped_to_max_grad_norm(name, log_dir, adam_steps):
 def test_target_kl_stops_an_update_after_its_first_epoch(name, log_dir, adam_steps):
     module = _module(name)
     args = short_args(module, log_dir, **PPO_SHORT)
-    module.main(args)
+    tooling.main(module, args)
     assert len(adam_steps) == 4 * args.update_epochs * args.num_minibatches  # no target: all epochs
     adam_steps.clear()
-    module.main(short_args(module, log_dir, target_kl=1e-12, **PPO_SHORT))
+    tooling.main(module, short_args(module, log_dir, target_kl=1e-12, **PPO_SHORT))
     assert len(adam_steps) == 4 * args.num_minibatches  # any KL > 1e-12: one epoch per update
 
 
 def test_vpg_takes_one_policy_step_and_vf_iters_critic_steps_per_batch(log_dir, adam_steps):
     vpg = _module("vpg")
     args = short_args(vpg, log_dir, vf_iters=7)  # 4 batches of 4 × 256 steps
-    vpg.main(args)
+    tooling.main(vpg, args)
     optimisers = list(dict.fromkeys(opt for opt, _, _ in adam_steps))  # in order of first step
     pi, vf = optimisers
     sequence = [opt for opt, _, _ in adam_steps]
@@ -243,7 +245,7 @@ def test_vpg_takes_one_policy_step_and_vf_iters_critic_steps_per_batch(log_dir, 
 
 def test_reinforce_takes_one_step_per_batch(log_dir, adam_steps):
     reinforce = _module("reinforce")
-    result = reinforce.main(short_args(reinforce, log_dir))
+    result = tooling.main(reinforce, short_args(reinforce, log_dir))
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(result["run_dir"])
@@ -263,9 +265,9 @@ def test_evaluation_changes_neither_weights_nor_normalisation(name, log_dir, mon
     """Evaluating after training leaves the policy and the observation statistics it sees as they
     were; evaluating a checkpoint twice gives the same returns."""
     module = _module(name)
-    result = module.main(short_args(module, log_dir, save_model=True))
+    result = tooling.main(module, short_args(module, log_dir, save_model=True))
     before = policy_state(result["agent"])
-    module.evaluate(result["agent"], short_args(module, log_dir, eval_episodes=2), log_dir)
+    tooling.evaluate(module, result["agent"], short_args(module, log_dir, eval_episodes=2), log_dir)
     assert all(np.array_equal(a, b) for a, b in zip(before, policy_state(result["agent"]), strict=True))
     path = pathlib.Path(result["run_dir"]) / "model.pt"
     assert evaluate_checkpoint(module, path, "--eval-episodes", "2") == evaluate_checkpoint(module, path, "--eval-episodes", "2")

@@ -30,6 +30,8 @@ from conftest import (
 sys.path.insert(0, str(ROOT / "tools"))
 from resume_check import stopping_at  # noqa: E402
 
+import tooling
+
 SCRIPT_FILES = [f"{name}.py" for name in SCRIPTS]
 
 
@@ -59,7 +61,7 @@ def test_ctrl_c_in_training_names_resume_only_where_a_checkpoint_exists(name, ch
     module = _module(name)
     interrupt_at_update(monkeypatch, module, update=1)  # before any checkpoint
     with pytest.raises(SystemExit) as stop:
-        module.main(short_args(module, str(tmp_path), checkpoint_every=checkpoint_every, save_model=True))
+        tooling.main(module, short_args(module, str(tmp_path), checkpoint_every=checkpoint_every, save_model=True))
     assert stop.value.code == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"{name}.py: interrupted in training; saved: nothing"], err
@@ -68,7 +70,7 @@ def test_ctrl_c_in_training_names_resume_only_where_a_checkpoint_exists(name, ch
     interrupt_at_update(monkeypatch, module, update=3)
     if checkpoint_every:  # the checkpoint of update 2 exists: its --resume goes on
         with pytest.raises(SystemExit):
-            module.main(short_args(module, str(tmp_path), checkpoint_every=checkpoint_every))
+            tooling.main(module, short_args(module, str(tmp_path), checkpoint_every=checkpoint_every))
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert re.search(r"--resume (\S+) goes on", line), line
         path = re.search(r"--resume (\S+) goes on", line).group(1)
@@ -81,7 +83,7 @@ def test_ctrl_c_in_the_evaluation_says_what_is_on_disk(name, tmp_path, monkeypat
     module = _module(name)
     interrupt_at_update(monkeypatch, module, evaluation=True)
     with pytest.raises(SystemExit) as stop:
-        module.main(short_args(module, str(tmp_path), save_model=True, eval_episodes=1))
+        tooling.main(module, short_args(module, str(tmp_path), save_model=True, eval_episodes=1))
     assert stop.value.code == 130
     (line,) = capsys.readouterr().err.strip().splitlines()
     (run_dir,) = tmp_path.iterdir()
@@ -106,13 +108,13 @@ def test_nan_and_inf_flags_are_refused_before_anything_is_written(script, flag, 
 def test_every_float_flag_refuses_nan(name):
     """The rule covers every float flag of Args and RunArgs, not a list of names."""
     module = _module(name)
-    floats = [f.name for f in dataclasses.fields(module.RunArgs) if f.type in (float, float | None)]
+    floats = [f.name for f in dataclasses.fields(tooling.run_args(module)) if f.type in (float, float | None)]
     assert len(floats) >= 2
     for field in floats:
         args = short_args(module, "unused")
         setattr(args, field, float("nan"))
         with pytest.raises(SystemExit, match=f"--{field.replace('_', '-')} must be finite"):
-            module.check_args(args)
+            tooling.check_args(module, args)
 
 
 # 5. A collapse is named, at that update; a healthy run never warns.
@@ -129,7 +131,8 @@ def test_a_healthy_run_never_warns_of_a_collapse(name, tmp_path, capsys):
     steps = {"reinforce": 20_000, "vpg": 20_000, "trpo": 20_000, "ppo_discrete": 20_480, "ppo_continuous": 8192,
              "ppo_recurrent": 20_480, "ppo_atari": 20_480}
     env_id = {"ppo_continuous": "HalfCheetah-v4", "ppo_atari": "MinAtar/Breakout-v1"}.get(name, "CartPole-v1")
-    module.main(module.RunArgs(env_id=env_id, total_timesteps=steps[name], eval_episodes=0, log_dir=str(tmp_path)))
+    tooling.main(module, tooling.run_args(module)(env_id=env_id, total_timesteps=steps[name], eval_episodes=0,
+                                                  log_dir=str(tmp_path)))
     assert "collapsed" not in capsys.readouterr().err
 
 
@@ -173,7 +176,7 @@ def test_a_truncated_or_altered_file_is_refused(name, tmp_path):
 def test_a_file_of_another_format_is_refused_naming_the_release_to_use(name, tmp_path):
     module = _module(name)
     run_dir = trained(module, tmp_path)
-    reads = f"and {name}.py of pgref {module.RELEASE} reads format {module.FORMAT}: git checkout"
+    reads = f"and {name}.py of pgref {tooling.RELEASE} reads format {tooling.FORMAT}: git checkout"
     old = tmp_path / "old-model.pt"  # as the files of pgref 0.1.0: the content alone
     torch.save(read_saved(f"{run_dir}/model.pt"), old)
     line = one_error_line(run_script(f"{name}.py", "--eval-checkpoint", str(old)), name)
@@ -189,7 +192,7 @@ def test_a_file_of_another_format_is_refused_naming_the_release_to_use(name, tmp
         "tensor.pt is no model.pt or checkpoint.pt that pgref wrote")
     data = open(f"{run_dir}/checkpoint.pt", "rb").read()
     assert data.startswith(b"pgref\n") and data[-32:] == hashlib.sha256(data[:-32]).digest()
-    assert data[:-32].endswith(f"\npgref {module.FORMAT} {module.RELEASE}\n".encode())
+    assert data[:-32].endswith(f"\npgref {tooling.FORMAT} {tooling.RELEASE}\n".encode())
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -199,7 +202,7 @@ def test_ctrl_c_names_resume_only_for_a_checkpoint_not_a_model_alone(name, tmp_p
     module = _module(name)
     (tmp_path / "model.pt").write_bytes(b"")
     with pytest.raises(SystemExit):
-        module.stopped(str(tmp_path), "interrupted in training", 130)
+        tooling.stopped(module, str(tmp_path), "interrupted in training", 130)
     assert capsys.readouterr().err.strip() == f"{name}.py: interrupted in training; saved: {tmp_path}/model.pt"
 
 
@@ -233,10 +236,10 @@ def test_capture_video_prints_no_sdl_error(tmp_path):
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_a_default_run_prints_no_note(name, capsys):
     module = _module(name)
-    args = module.RunArgs()
+    args = tooling.run_args(module)()
     batch = args.batch_size if name == "reinforce" else args.num_envs * args.num_steps
     assert args.total_timesteps % batch == 0
-    module.check_args(args)
+    tooling.check_args(module, args)
     assert capsys.readouterr().err == ""
 
 

@@ -18,6 +18,8 @@ import pytest
 import torch
 from conftest import ROOT, VECTOR_SCRIPTS, evaluate_checkpoint, read_saved, run_script, short_args
 
+import tooling
+
 TESTS = os.path.dirname(os.path.abspath(__file__))
 # Each script on the env of its action space: the discrete-only PPO on the grid, the others on
 # the Box point (reinforce and vpg handle both; the grid is tried with them further down).
@@ -62,11 +64,11 @@ def test_module_env_id_trains_and_its_checkpoint_evaluates_in_a_fresh_process(na
 def test_the_checkpoint_of_an_env_no_process_can_make_is_refused_in_one_line(tmp_path):
     """An env registered by Python code, not given as module:EnvId, cannot be made by a fresh
     process: one line says so, and says how to give it."""
-    code = ("import sys, gymnasium as gym; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import own_env, reinforce\n"
+    code = ("import sys, gymnasium as gym; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import own_env, reinforce, tooling\n"
             "class Mine(own_env.PointEnv): pass\n"
             "gym.register('Mine-v0', entry_point=Mine, max_episode_steps=20)\n"
-            "reinforce.main(reinforce.RunArgs(env_id='Mine-v0', batch_size=200, total_timesteps=200, eval_episodes=0,"
-            " save_model=True, log_dir=sys.argv[3]))\n")
+            "tooling.main(reinforce, tooling.run_args(reinforce)(env_id='Mine-v0', batch_size=200, total_timesteps=200,"
+            " eval_episodes=0, save_model=True, log_dir=sys.argv[3]))\n")
     made = subprocess.run([sys.executable, "-c", code, str(ROOT), TESTS, str(tmp_path)], capture_output=True,
                           text=True, timeout=120, env=dict(os.environ, PYTHONWARNINGS="ignore"))
     assert made.returncode == 0, made.stderr
@@ -85,7 +87,7 @@ def test_the_checkpoint_of_an_env_no_process_can_make_is_refused_in_one_line(tmp
 ])
 def test_env_ids_that_cannot_be_made_get_one_line(env_id, message, script):
     with pytest.raises(SystemExit, match=re.escape(message)):
-        script.check_args(script.RunArgs(env_id=env_id))
+        tooling.check_args(script, tooling.run_args(script)(env_id=env_id))
 
 
 @pytest.mark.parametrize("script", VECTOR_SCRIPTS, indirect=True)
@@ -112,7 +114,7 @@ def test_a_wrapper_in_make_env_reaches_the_checks_training_and_evaluation(script
 
     monkeypatch.setattr(script, "make_env", make_env)
     args = short_args(script, log_dir, eval_episodes=2)
-    result = script.main(args)
+    result = tooling.main(script, args)
     assert len(made) == 1 + args.num_envs + 1  # the input checks, each training env, the evaluation
     assert all(env.steps > 0 for env in made[1:])  # every training env, and the evaluation's
     assert len(result["eval_returns"]) == 2 and lengths and max(lengths) <= 7
@@ -120,12 +122,12 @@ def test_a_wrapper_in_make_env_reaches_the_checks_training_and_evaluation(script
 
 @pytest.mark.parametrize("script", VECTOR_SCRIPTS, indirect=True)
 def test_a_checkpoint_that_no_longer_fits_the_networks_is_refused_in_one_line(script, log_dir, tmp_path):
-    result = script.main(short_args(script, log_dir, hidden_size=16, save_model=True, eval_episodes=1))
+    result = tooling.main(script, short_args(script, log_dir, hidden_size=16, save_model=True, eval_episodes=1))
     path = os.path.join(result["run_dir"], "model.pt")
     assert evaluate_checkpoint(script, path) == result["eval_returns"]  # the saved --hidden-size 16
     checkpoint = read_saved(path, weights_only=True)
     checkpoint["args"]["hidden_size"] = 64  # as if `Agent` had been edited since
-    script.write(checkpoint, str(tmp_path / "edited.pt"))  # sealed again, as the script writes
+    tooling.write(checkpoint, str(tmp_path / "edited.pt"))  # sealed again, as the script writes
     with pytest.raises(SystemExit, match="--eval-checkpoint .*edited.pt: .*size mismatch for ") as refused:
         evaluate_checkpoint(script, tmp_path / "edited.pt")
     # one short line that names the first layer that does not fit (torch's message names them all)
@@ -135,7 +137,7 @@ def test_a_checkpoint_that_no_longer_fits_the_networks_is_refused_in_one_line(sc
 
 
 def test_eval_seed_given_at_training_is_saved_and_reused(script, log_dir, capsys):
-    result = script.main(short_args(script, log_dir, save_model=True, eval_episodes=2, eval_seed=7))
+    result = tooling.main(script, short_args(script, log_dir, save_model=True, eval_episodes=2, eval_seed=7))
     path = os.path.join(result["run_dir"], "model.pt")
     assert evaluate_checkpoint(script, path) == result["eval_returns"]
     assert capsys.readouterr().out.count("(seed 7)") == 2
@@ -154,7 +156,7 @@ def test_env_id_given_with_eval_checkpoint_is_evaluated_on_or_refused(script, lo
     """--env-id with --eval-checkpoint: a variant of the env (here CartPole's spaces in a
     re-registered CartPole with a shorter limit) is evaluated on; an env whose spaces do not fit
     the saved networks is refused in one line."""
-    result = script.main(short_args(script, log_dir, save_model=True))
+    result = tooling.main(script, short_args(script, log_dir, save_model=True))
     path = os.path.join(result["run_dir"], "model.pt")
     env_id = short_args(script, log_dir).env_id
     variant = f"Short{env_id}"
@@ -178,7 +180,7 @@ def test_an_env_without_time_limit_trains_and_its_evaluation_ends(name, log_dir)
     signal.signal(signal.SIGALRM, lambda *_: pytest.fail("the run did not end: an endless episode?"))
     signal.alarm(120)  # a failure rather than a hang, should the evaluation's step cap go missing
     try:
-        result = module.main(short_args(module, log_dir, env_id=env_id, total_timesteps=2048, eval_episodes=1))
+        result = tooling.main(module, short_args(module, log_dir, env_id=env_id, total_timesteps=2048, eval_episodes=1))
     finally:
         signal.alarm(0)
     assert result["episodic_returns"] == [] and len(result["eval_returns"]) == 1  # cut at 10,000 steps
@@ -202,7 +204,7 @@ def test_reinforce_on_an_env_without_time_limit_stops_at_total_timesteps(log_dir
     signal.alarm(60)
     try:
         with pytest.raises(SystemExit, match="REINFORCE learns from complete episodes") as stopped:
-            reinforce.main(args)
+            tooling.main(reinforce, args)
     finally:
         signal.alarm(0)
     assert "\n" not in stopped.value.code and len(steps) == 1000
@@ -235,7 +237,7 @@ def test_discrete_actions_from_a_start_other_than_0_are_refused_then_work_wrappe
     module = __import__(name)
     args = short_args(module, log_dir, env_id="PointGridFrom1-v0", eval_episodes=1)
     with pytest.raises(SystemExit, match=re.escape("Discrete(4, start=1)")) as refused:
-        module.check_args(args)
+        tooling.check_args(module, args)
     assert "gym.wrappers.TransformAction(env, lambda a: a + 1, gym.spaces.Discrete(4))" in refused.value.code
 
     def make_env(env_id, **kwargs):
@@ -243,21 +245,22 @@ def test_discrete_actions_from_a_start_other_than_0_are_refused_then_work_wrappe
         return gym.wrappers.TransformAction(env, lambda a: a + 1, gym.spaces.Discrete(4))
 
     monkeypatch.setattr(module, "make_env", make_env)
-    result = module.main(args)
+    result = tooling.main(module, args)
     assert result["episodic_returns"] and len(result["eval_returns"]) == 1
 
 
 def test_cuda_without_a_gpu_is_an_error(script, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(SystemExit, match="--cuda: torch finds no usable GPU"):
-        script.check_args(script.RunArgs(cuda=True))
+        tooling.check_args(script, tooling.run_args(script)(cuda=True))
 
 
 @pytest.mark.parametrize("version", ["1.4.0", "1.10.0", "2.0.0rc1"])
 @pytest.mark.parametrize("script", VECTOR_SCRIPTS, indirect=True)
 def test_gymnasium_1_4_and_newer_are_accepted(script, monkeypatch, version):
     monkeypatch.setattr(gym, "__version__", version)
-    script.check_args(script.RunArgs(env_id="CartPole-v1" if script.__name__ != "ppo_continuous" else "Pendulum-v1"))
+    env_id = "CartPole-v1" if script.__name__ != "ppo_continuous" else "Pendulum-v1"
+    tooling.check_args(script, tooling.run_args(script)(env_id=env_id))
 
 
 @pytest.mark.parametrize("version", ["1.3.0", "1.0.0", "0.29.1"])
@@ -266,13 +269,13 @@ def test_gymnasium_before_1_4_is_refused_in_one_line_that_names_both_versions(sc
     5-step envs of test_truncation.py): refused before anything is built."""
     monkeypatch.setattr(gym, "__version__", version)
     with pytest.raises(SystemExit) as refusal:
-        script.check_args(script.RunArgs())
+        tooling.check_args(script, tooling.run_args(script)())
     message = str(refusal.value)
     assert "\n" not in message and f"found {version}" in message and "gymnasium 1.4 or newer" in message, message
 
 
 def test_the_evaluation_seed_can_be_chosen(script, log_dir, capsys):
-    script.main(short_args(script, log_dir, eval_episodes=1, eval_seed=7))
+    tooling.main(script, short_args(script, log_dir, eval_episodes=1, eval_seed=7))
     assert "(seed 7)" in capsys.readouterr().out
 
 
@@ -299,10 +302,10 @@ def kind(script) -> str:
 @pytest.mark.parametrize("script", VECTOR_SCRIPTS, indirect=True)
 def test_a_dict_observation_is_refused_with_flatten_observation_and_an_image_as_out_of_scope(script):
     with pytest.raises(SystemExit, match=r"wrap the env in gym\.wrappers\.FlattenObservation\(env\)$") as refused:
-        script.check_args(script.RunArgs(env_id=f"DictPoint{kind(script)}-v0"))
+        tooling.check_args(script, tooling.run_args(script)(env_id=f"DictPoint{kind(script)}-v0"))
     assert "image" not in refused.value.code
     with pytest.raises(SystemExit, match="images are out of its scope") as refused:
-        script.check_args(script.RunArgs(env_id=f"ImagePoint{kind(script)}-v0"))
+        tooling.check_args(script, tooling.run_args(script)(env_id=f"ImagePoint{kind(script)}-v0"))
     assert "Flatten" not in refused.value.code
 
 
@@ -313,19 +316,19 @@ def test_actions_of_the_wrong_kind_get_no_hint_that_does_not_apply():
     import ppo_discrete
 
     with pytest.raises(SystemExit, match=r"needs Discrete\(n\): for Box actions use ppo_continuous\.py$"):
-        ppo_discrete.check_args(ppo_discrete.RunArgs(env_id="Pendulum-v1"))
+        tooling.check_args(ppo_discrete, tooling.run_args(ppo_discrete)(env_id="Pendulum-v1"))
     with pytest.raises(SystemExit, match=r"needs a flat Box: for Discrete actions use ppo_discrete\.py$"):
-        ppo_continuous.check_args(ppo_continuous.RunArgs(env_id="CartPole-v1"))
+        tooling.check_args(ppo_continuous, tooling.run_args(ppo_continuous)(env_id="CartPole-v1"))
 
 
 @pytest.mark.parametrize("script", VECTOR_SCRIPTS, indirect=True)
 def test_an_env_with_no_time_limit_gets_a_warning_before_training(script, capsys):
     """Every script, reinforce.py included, warns in one line before training; with a limit, no warning."""
     endless = "PointGridEndless-v0" if script.__name__ == "ppo_discrete" else "PointEndless-v0"
-    script.check_args(script.RunArgs(env_id=endless))
+    tooling.check_args(script, tooling.run_args(script)(env_id=endless))
     (line,) = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert line.startswith(f"warning: {endless} has no time limit") and "max_episode_steps" in line
-    script.check_args(script.RunArgs(env_id=endless.replace("Endless", "")))
+    tooling.check_args(script, tooling.run_args(script)(env_id=endless.replace("Endless", "")))
     assert "time limit" not in capsys.readouterr().err
 
 
@@ -364,6 +367,6 @@ def test_unbounded_box_actions_train_and_evaluate_as_readme_says(name, log_dir):
     mean reach the env as they are where the bounds are infinite."""
     module = __import__(name)
     sizes = dict(num_steps=64, num_minibatches=2) if name == "ppo_continuous" else {}
-    result = module.main(short_args(module, log_dir, env_id="UnboundedPoint-v0", total_timesteps=1024,
+    result = tooling.main(module, short_args(module, log_dir, env_id="UnboundedPoint-v0", total_timesteps=1024,
                                     eval_episodes=1, **sizes))
     assert result["episodic_returns"] and len(result["eval_returns"]) == 1

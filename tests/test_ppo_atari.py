@@ -13,6 +13,7 @@ from conftest import ROOT, run_script, short_args
 from test_extension_points import resume_check
 
 import ppo_atari as atari
+import tooling
 
 LIFE = 40  # frames a life lasts in FakeAtari
 REWARD = 5.0  # its reward every frame: a game's real score is 5 × its frames
@@ -262,6 +263,6 @@ def test_a_missing_package_is_named_with_its_install_command(monkeypatch, capsys
 
     monkeypatch.setattr(builtins, "__import__", no_ale)
     with pytest.raises(SystemExit) as stop:
-        atari.check_args(short_args(atari, "runs", env_id="ALE/Breakout-v5"))
+        tooling.check_args(atari, short_args(atari, "runs", env_id="ALE/Breakout-v5"))
     assert str(stop.value) == ("ppo_atari.py: error: --env-id ALE/Breakout-v5: needs ale_py: "
                                "pip install ale-py")

@@ -13,6 +13,7 @@ import torch
 from conftest import TICK_LIMIT, TickEnv, assert_policy_equals_library, evaluate_checkpoint, read_saved, run_script, short_args
 
 import ppo_continuous as ppo
+import tooling
 
 
 def test_gaussian_log_prob_and_entropy_match_closed_form(module=ppo):
@@ -121,7 +122,7 @@ def test_stored_action_is_the_unclipped_sample(monkeypatch, log_dir):
 
     monkeypatch.setattr(ppo, "Agent", RecordingAgent)
     monkeypatch.setattr(ppo, "make_vec_env", recording_make_vec_env)
-    ppo.main(short_args(ppo, log_dir, env_id="TickContinuous-v0", num_steps=64, num_minibatches=1, update_epochs=1,
+    tooling.main(ppo, short_args(ppo, log_dir, env_id="TickContinuous-v0", num_steps=64, num_minibatches=1, update_epochs=1,
                          total_timesteps=64))
     samples = torch.cat(sampled[:64]).numpy()  # the rollout's 64 samples (σ = 1: many leave [−1, 1])
     assert (np.abs(samples) > 1).sum() > 10
@@ -177,7 +178,7 @@ def record_first_rollout(monkeypatch, log_dir, **overrides) -> dict:
     monkeypatch.setattr(ppo, "make_vec_env", recording_make_vec_env)
     monkeypatch.setattr(ppo.Agent, "normalize_obs", recording_obs)
     monkeypatch.setattr(ppo, "compute_gae", spy_gae)
-    ppo.main(short_args(ppo, log_dir, env_id="TickContinuous-v0", num_envs=2, num_steps=12, num_minibatches=2,
+    tooling.main(ppo, short_args(ppo, log_dir, env_id="TickContinuous-v0", num_envs=2, num_steps=12, num_minibatches=2,
                          total_timesteps=24, **overrides))
     monkeypatch.undo()  # so that the next run records afresh
     seen["acted_on"] = torch.stack(seen["acted_on"][:12])  # (T, N, obs_dim)
@@ -228,12 +229,12 @@ def test_no_norm_obs_checkpoint_is_evaluated_on_raw_observations(log_dir, capsys
     """A checkpoint of a --no-norm-obs run is evaluated as it was trained, on raw observations:
     --eval-checkpoint prints the line the evaluation after training printed, whatever
     statistics the checkpoint holds."""
-    result = ppo.main(short_args(ppo, log_dir, norm_obs=False, save_model=True, eval_episodes=2))
+    result = tooling.main(ppo, short_args(ppo, log_dir, norm_obs=False, save_model=True, eval_episodes=2))
     after_training = capsys.readouterr().out.strip().splitlines()[-1]
     path = os.path.join(result["run_dir"], "model.pt")
     checkpoint = read_saved(path, weights_only=True)  # statistics that would change every action
     checkpoint["model"]["_extra_state"][0] += 5.0
-    ppo.write(checkpoint, str(path))  # sealed again, as the script writes
+    tooling.write(checkpoint, str(path))  # sealed again, as the script writes
     evaluate_checkpoint(ppo, path)
     assert capsys.readouterr().out.strip().splitlines()[-1] == after_training
 
@@ -241,7 +242,7 @@ def test_no_norm_obs_checkpoint_is_evaluated_on_raw_observations(log_dir, capsys
 def test_checkpoint_restores_policy_and_normalisation(log_dir, monkeypatch):
     """A loaded checkpoint acts exactly as the trained agent did, normalisation included, and a
     user can evaluate it from the command line, with video."""
-    result = ppo.main(short_args(ppo, log_dir, save_model=True, eval_episodes=2))
+    result = tooling.main(ppo, short_args(ppo, log_dir, save_model=True, eval_episodes=2))
     path = os.path.join(result["run_dir"], "model.pt")
     checkpoint = read_saved(path, weights_only=True)
     live = result["agent"].obs_rms
@@ -251,7 +252,7 @@ def test_checkpoint_restores_policy_and_normalisation(log_dir, monkeypatch):
     # saved statistics would change
     assert evaluate_checkpoint(ppo, path) == result["eval_returns"]
     checkpoint["model"]["_extra_state"][0] += 1.0
-    ppo.write(checkpoint, str(path))  # sealed again, as the script writes
+    tooling.write(checkpoint, str(path))  # sealed again, as the script writes
     assert evaluate_checkpoint(ppo, path) != result["eval_returns"]
     cli = run_script("ppo_continuous.py", "--eval-checkpoint", path, "--eval-episodes", "1", "--capture-video")
     assert cli.returncode == 0, cli.stderr
@@ -268,13 +269,14 @@ def test_unsupported_action_space_is_refused(space, message, monkeypatch):
     env.action_space = space
     monkeypatch.setattr(ppo.gym, "make", lambda *args, **kwargs: env)
     with pytest.raises(SystemExit, match=message):
-        ppo.check_args(ppo.RunArgs(env_id="TickContinuous-v0"))
+        tooling.check_args(ppo, tooling.run_args(ppo)(env_id="TickContinuous-v0"))
 
 
 def test_learns_inverted_pendulum(log_dir):
     """InvertedPendulum-v4 with the default hyperparameters and a 120k-step budget: the mean of the
     last 20 training episodes passes 500 (the maximum is 1000). Fails when the advantage's sign is
     flipped."""
-    result = ppo.main(ppo.RunArgs(env_id="InvertedPendulum-v4", total_timesteps=120_000, log_dir=log_dir, eval_episodes=3))
+    result = tooling.main(ppo, tooling.run_args(ppo)(env_id="InvertedPendulum-v4", total_timesteps=120_000, log_dir=log_dir,
+                                                     eval_episodes=3))
     last_20 = [r for _, r in result["episodic_returns"][-20:]]
     assert np.mean(last_20) >= 500, last_20

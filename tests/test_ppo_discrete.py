@@ -11,6 +11,7 @@ import torch
 from conftest import assert_policy_equals_library, read_saved, run_script, short_args
 
 import ppo_discrete as ppo
+import tooling
 
 
 def test_agent_shapes_and_initial_policy_is_near_uniform(module=ppo):
@@ -33,7 +34,7 @@ def test_written_out_categorical_equals_torch_distributions_bit_for_bit(module=p
 
 
 def test_checkpoint_loads_with_weights_only_and_acts_the_same(log_dir):
-    result = ppo.main(short_args(ppo, log_dir, total_timesteps=1024, save_model=True))
+    result = tooling.main(ppo, short_args(ppo, log_dir, total_timesteps=1024, save_model=True))
     path = os.path.join(result["run_dir"], "model.pt")
     checkpoint = read_saved(path, weights_only=True)
     assert checkpoint["args"]["env_id"] == "CartPole-v1" and checkpoint["global_step"] == 1024
@@ -50,7 +51,7 @@ def test_checkpoint_loads_with_weights_only_and_acts_the_same(log_dir):
 def test_learns_cartpole_with_default_hyperparameters(log_dir):
     """The defaults, unchanged, solve CartPole-v1 (mean of the last 20 episodes ≥ 475) within their
     own 500k-step budget. About 1.5 minutes here. Fails when the advantage's sign is flipped."""
-    result = ppo.main(ppo.RunArgs(log_dir=log_dir, eval_episodes=5))
+    result = tooling.main(ppo, tooling.run_args(ppo)(log_dir=log_dir, eval_episodes=5))
     last_20 = [r for _, r in result["episodic_returns"][-20:]]
     assert np.mean(last_20) >= 475, last_20
     assert np.mean(result["eval_returns"]) >= 475

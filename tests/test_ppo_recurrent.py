@@ -21,13 +21,14 @@ from test_resume import cli, outcome
 
 import ppo_continuous
 import ppo_recurrent as rec
+import tooling
 
 # A short run of the defaults (8 envs × 32 steps, 8 updates) on the default env.
 SHORT = dict(env_id="CartPoleNoVel-v1", total_timesteps=2048, eval_episodes=0, checkpoint_every=0)
 
 
 def run(log_dir, **overrides):
-    return rec.main(rec.RunArgs(**{**SHORT, "log_dir": log_dir, **overrides}))
+    return tooling.main(rec, tooling.run_args(rec)(**{**SHORT, "log_dir": log_dir, **overrides}))
 
 
 def spy_agent(monkeypatch):
@@ -232,7 +233,7 @@ def test_evaluation_carries_the_state_through_an_episode_and_resets_it_between(m
         return action, new_state
 
     monkeypatch.setattr(rec.Agent, "greedy_action", spy)
-    returns = rec.evaluate(agent, rec.RunArgs(env_id="TickDiscrete-v0", eval_episodes=3), str(tmp_path))
+    returns = tooling.evaluate(rec, agent, tooling.run_args(rec)(env_id="TickDiscrete-v0", eval_episodes=3), str(tmp_path))
     assert returns == [TICK_LIMIT] * 3 and len(calls) == 3 * TICK_LIMIT
     for i, (state, _) in enumerate(calls):
         if i % TICK_LIMIT == 0:
@@ -254,7 +255,7 @@ def test_box_actions_run_and_evaluate(log_dir):
                 eval_episodes=1, save_model=True)
     assert state["agent"].continuous and len(state["eval_returns"]) == 1
     assert np.isfinite(state["eval_returns"]).all()
-    loaded = rec.load_agent(f"{state['run_dir']}/model.pt")
+    loaded = tooling.load_agent(rec, f"{state['run_dir']}/model.pt")
     action, _ = loaded.greedy_action(np.zeros(3, np.float32))
     assert isinstance(action, np.ndarray) and action.shape == (1,)
 
@@ -304,7 +305,7 @@ def test_train_calls_nothing_below_the_banner():
 
 def test_a_killed_run_resumes_to_the_run_never_stopped(tmp_path):
     flags = dict(SHORT, eval_episodes=2, checkpoint_every=1, save_model=True)
-    rec.main(rec.RunArgs(**flags, log_dir=str(tmp_path / "whole")))
+    tooling.main(rec, tooling.run_args(rec)(**flags, log_dir=str(tmp_path / "whole")))
     kill_after_first_checkpoint("ppo_recurrent.py", cli(flags), tmp_path / "killed")
     folder = run_folder(tmp_path / "killed")
     saved = read_saved(f"{folder}/checkpoint.pt", weights_only=False)["state"]

@@ -14,6 +14,7 @@ import torch
 from conftest import TickEnv, assert_policy_equals_library, nearly_equal_like, read_saved, run_script, short_args
 
 import reinforce
+import tooling
 import trpo
 import vpg
 
@@ -95,7 +96,7 @@ def test_reinforce_batch_holds_whole_episodes_and_finishes_every_one_begun(batch
     batch, yet the episodes the other envs had begun are still played out: 4 episodes a batch."""
     batches, real_loss = [], reinforce.reinforce_loss
     monkeypatch.setattr(reinforce, "reinforce_loss", lambda lp, g: (batches.append(g.clone()), real_loss(lp, g))[1])
-    result = reinforce.main(short_args(reinforce, log_dir, num_envs=4, batch_size=batch_size, gamma=1.0,
+    result = tooling.main(reinforce, short_args(reinforce, log_dir, num_envs=4, batch_size=batch_size, gamma=1.0,
                                         total_timesteps=1500))
     for returns in batches:
         assert len(returns) >= batch_size and (batch_size > 1 or (returns == 1).sum() == 4)
@@ -151,14 +152,14 @@ def test_unsupported_action_space_is_refused(module, monkeypatch):
     env.action_space = gym.spaces.MultiDiscrete([2, 3])
     monkeypatch.setattr(module.gym, "make", lambda *args, **kwargs: env)
     with pytest.raises(SystemExit, match=re.escape("needs Discrete(n) or a flat Box")):
-        module.check_args(module.RunArgs(env_id="TickDiscrete-v0"))
+        tooling.check_args(module, tooling.run_args(module)(env_id="TickDiscrete-v0"))
 
 
 @pytest.mark.parametrize("module", [reinforce, vpg])
 def test_box_actions_run_and_checkpoint_round_trips(module, log_dir):
     """A short run on Pendulum-v1 (Box actions): the saved policy, loaded with weights_only, gives
     the same mean actions and log-std, and evaluates the same from the command line."""
-    result = module.main(short_args(module, log_dir, env_id="Pendulum-v1", save_model=True, eval_episodes=1))
+    result = tooling.main(module, short_args(module, log_dir, env_id="Pendulum-v1", save_model=True, eval_episodes=1))
     assert np.isfinite(result["eval_returns"]).all() and len(result["episodic_returns"]) >= 1
     path = os.path.join(result["run_dir"], "model.pt")
     checkpoint = read_saved(path, weights_only=True)
@@ -183,7 +184,7 @@ LEARNING = {
 def test_learns_cartpole(module, log_dir):
     """About a minute and a half each here."""
     overrides, threshold = LEARNING[module.__name__]
-    result = module.main(module.RunArgs(log_dir=log_dir, eval_episodes=0, **overrides))
+    result = tooling.main(module, tooling.run_args(module)(log_dir=log_dir, eval_episodes=0, **overrides))
     last_20 = [r for _, r in result["episodic_returns"][-20:]]
     assert np.mean(last_20) >= threshold, last_20
 
@@ -203,7 +204,8 @@ def test_vpg_critic_regresses_on_lambda_one_returns_and_actor_gets_lambda_advant
     monkeypatch.setattr(vpg, "value_loss", lambda v, r: (targets.append(r.clone()), real_value_loss(v, r))[1])
     monkeypatch.setattr(vpg, "vpg_loss", lambda lp, a: (policy_advantages.append(a.clone()), real_vpg_loss(lp, a))[1])
     # Tick: every episode is cut by the time limit at step 5, so the targets must stop there too
-    vpg.main(short_args(vpg, log_dir, env_id="TickDiscrete-v0", num_envs=2, total_timesteps=24, num_steps=12, vf_iters=2))
+    tooling.main(vpg, short_args(vpg, log_dir, env_id="TickDiscrete-v0", num_envs=2, total_timesteps=24, num_steps=12,
+                                 vf_iters=2))
     rewards, values, next_values, terminations, truncations, gamma, gae_lambda = gae_inputs[0][:7]
     assert gae_lambda == 0.97 and truncations.sum() == 4
     _, expected_targets = real_gae(rewards, values, next_values, terminations, truncations, gamma, 1.0)
@@ -220,7 +222,7 @@ def test_reinforce_norm_returns_flag(monkeypatch, log_dir):
     for norm_returns in (False, True):
         monkeypatch.setattr(reinforce, "reinforce_loss",
                             lambda lp, g, k=norm_returns: (seen.setdefault(k, g.clone()), real_loss(lp, g))[1])
-        reinforce.main(short_args(reinforce, log_dir, total_timesteps=1000, norm_returns=norm_returns))
+        tooling.main(reinforce, short_args(reinforce, log_dir, total_timesteps=1000, norm_returns=norm_returns))
     raw = seen[False]
     assert raw.min() > 0.5  # CartPole's rewards-to-go, unnormalised
     torch.testing.assert_close(seen[True], (raw - raw.mean()) / (raw.std() + 1e-8))
@@ -250,7 +252,7 @@ def test_a_batch_of_nearly_equal_weights_is_normalised_without_blowing_up(name, 
             monkeypatch.setattr(module, "trpo_step", lambda ag, p, o, ac, adv, args: (seen.append(adv.clone()),
                                                                                      real_step(ag, p, o, ac, adv, args))[1])
         flags = dict(total_timesteps=24, num_envs=2, num_steps=12, vf_iters=2)
-    module.main(short_args(module, log_dir, **flags))
+    tooling.main(module, short_args(module, log_dir, **flags))
     weights = seen[0]
     assert torch.isfinite(weights).all() and weights.abs().max() < 1 and weights[-1] > weights[0], weights
 
@@ -278,7 +280,7 @@ def test_logged_approx_kl_is_k3_between_the_policy_before_and_after_the_step(mod
             setattr(self, act, recording)
 
     monkeypatch.setattr(module, "Agent", RecordingAgent)
-    result = module.main(short_args(module, log_dir, total_timesteps=1024, **({} if module is reinforce else
+    result = tooling.main(module, short_args(module, log_dir, total_timesteps=1024, **({} if module is reinforce else
                                                                               {"num_steps": 256, "vf_iters": 2})))
     events = EventAccumulator(result["run_dir"])
     events.Reload()

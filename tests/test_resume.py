@@ -15,6 +15,8 @@ import pytest
 from conftest import ROOT, SCRIPTS, SHORT_RUNS, kill_after_first_checkpoint, read_saved, run_folder, run_script
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import tooling
+
 
 def cli(flags: dict) -> list[str]:
     """Args' fields as the command line gives them (tyro: --flag / --no-flag for a bool)."""
@@ -38,7 +40,7 @@ def outcome(folder: str) -> tuple:
 def test_a_killed_run_resumes_to_the_run_never_stopped(name, tmp_path):
     flags = dict(SHORT_RUNS[name], eval_episodes=2, checkpoint_every=1, save_model=True)
     module = __import__(name)  # the run never stopped, here (CPU runs reproduce in any process)
-    module.main(module.RunArgs(**flags, log_dir=str(tmp_path / "whole")))
+    tooling.main(module, tooling.run_args(module)(**flags, log_dir=str(tmp_path / "whole")))
     kill_after_first_checkpoint(f"{name}.py", cli(flags), tmp_path / "killed")
     folder = run_folder(tmp_path / "killed")
     resumed = run_script(f"{name}.py", f"--resume={folder}/checkpoint.pt")
@@ -62,14 +64,14 @@ def test_resume_refuses_a_flag_that_would_change_the_run_and_prints_nothing_befo
     import ppo_discrete as ppo
 
     flags = dict(total_timesteps=600, log_dir=log_dir)  # not whole batches: trains 512 steps
-    checkpoint = f"{ppo.main(ppo.RunArgs(**flags, eval_episodes=0))['run_dir']}/checkpoint.pt"
+    checkpoint = f"{tooling.main(ppo, tooling.run_args(ppo)(**flags, eval_episodes=0))['run_dir']}/checkpoint.pt"
     capsys.readouterr()
     message = "error: --resume takes the flags the file was trained with: leave out --learning-rate$"
     with pytest.raises(SystemExit, match=message):
-        ppo.main(ppo.RunArgs(**flags, eval_episodes=0, resume=checkpoint, learning_rate=1e-3))
+        tooling.main(ppo, tooling.run_args(ppo)(**flags, eval_episodes=0, resume=checkpoint, learning_rate=1e-3))
     assert capsys.readouterr().err == ""  # nothing printed before the refusal
     # flags that change nothing the run computes are taken, and a larger --total-timesteps
-    resumed = ppo.main(ppo.RunArgs(log_dir=log_dir, resume=checkpoint, total_timesteps=1024, eval_episodes=1))
+    resumed = tooling.main(ppo, tooling.run_args(ppo)(log_dir=log_dir, resume=checkpoint, total_timesteps=1024, eval_episodes=1))
     assert resumed["global_step"] == 1024 and len(resumed["eval_returns"]) == 1
 
 
@@ -79,11 +81,11 @@ def test_a_larger_total_extends_a_finished_run_whose_evaluations_are_logged_once
     evaluated, so the two never share points in TensorBoard."""
     import ppo_discrete as ppo
 
-    first = ppo.main(ppo.RunArgs(total_timesteps=1024, eval_episodes=2, log_dir=log_dir))
+    first = tooling.main(ppo, tooling.run_args(ppo)(total_timesteps=1024, eval_episodes=2, log_dir=log_dir))
     checkpoint = f"{first['run_dir']}/checkpoint.pt"
     with pytest.raises(SystemExit, match="has trained its 1,024 steps; give a larger --total-timesteps$"):
-        ppo.main(ppo.RunArgs(resume=checkpoint))
-    second = ppo.main(ppo.RunArgs(resume=checkpoint, total_timesteps=2048))
+        tooling.main(ppo, tooling.run_args(ppo)(resume=checkpoint))
+    second = tooling.main(ppo, tooling.run_args(ppo)(resume=checkpoint, total_timesteps=2048))
     assert second["global_step"] == 2048 and len(second["episodic_returns"]) > len(first["episodic_returns"])
     events = EventAccumulator(first["run_dir"], size_guidance={"scalars": 0})
     events.Reload()
@@ -98,7 +100,7 @@ def test_a_mujoco_run_resumes_normalising_with_its_restored_statistics(tmp_path,
 
     flags = dict(env_id="Hopper-v4", num_steps=256, num_minibatches=4, update_epochs=1, eval_episodes=0,
                  log_dir=str(tmp_path))
-    first = ppo.main(ppo.RunArgs(**flags, total_timesteps=512))
+    first = tooling.main(ppo, tooling.run_args(ppo)(**flags, total_timesteps=512))
     counts, real_normalize = [], ppo.Agent.normalize_obs
 
     def recording_normalize(self, obs, update=True):
@@ -106,7 +108,7 @@ def test_a_mujoco_run_resumes_normalising_with_its_restored_statistics(tmp_path,
         return real_normalize(self, obs, update)
 
     monkeypatch.setattr(ppo.Agent, "normalize_obs", recording_normalize)
-    ppo.main(ppo.RunArgs(resume=f"{first['run_dir']}/checkpoint.pt", total_timesteps=768))
+    tooling.main(ppo, tooling.run_args(ppo)(resume=f"{first['run_dir']}/checkpoint.pt", total_timesteps=768))
     assert counts[0] == first["agent"].obs_rms.count > 500  # the first observation: saved statistics
 
 
@@ -120,14 +122,15 @@ def test_an_env_that_does_not_pickle_still_gets_checkpoints_and_resumes_with_new
     with a one-line note."""
     import ppo_discrete as ppo
 
-    first = ppo.main(ppo.RunArgs(env_id="Unpicklable-v0", total_timesteps=1024, eval_episodes=0, checkpoint_every=1,
+    first = tooling.main(ppo, tooling.run_args(ppo)(env_id="Unpicklable-v0", total_timesteps=1024, eval_episodes=0,
+                                                    checkpoint_every=1,
                                  log_dir=log_dir))
     files = os.listdir(first["run_dir"])
     assert sorted(files)[:2] == [".lock", "checkpoint.pt"] and "checkpoint.tmp" not in files
     saved = read_saved(f"{first['run_dir']}/checkpoint.pt", weights_only=False)["state"]
     assert "envs" not in saved and "next_obs" not in saved and saved["global_step"] == 1024
     capsys.readouterr()
-    resumed = ppo.main(ppo.RunArgs(resume=f"{first['run_dir']}/checkpoint.pt", total_timesteps=2048))
+    resumed = tooling.main(ppo, tooling.run_args(ppo)(resume=f"{first['run_dir']}/checkpoint.pt", total_timesteps=2048))
     assert resumed["global_step"] == 2048
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith(("note", "warning"))]
     assert notes == ["note: Unpicklable-v0 cannot be saved mid-episode, so the run goes on with new episodes, "
@@ -137,7 +140,7 @@ def test_an_env_that_does_not_pickle_still_gets_checkpoints_and_resumes_with_new
 def test_wrong_files_are_refused_in_one_line_that_says_what_to_give(tmp_path):
     import ppo_continuous
 
-    run = ppo_continuous.main(ppo_continuous.RunArgs(**SHORT_RUNS["ppo_continuous"], save_model=True,
+    run = tooling.main(ppo_continuous, tooling.run_args(ppo_continuous)(**SHORT_RUNS["ppo_continuous"], save_model=True,
                                                      log_dir=str(tmp_path)))["run_dir"]
     cases = {("ppo_continuous.py", "--resume", f"{run}/model.pt"): "takes",  # a KeyError at 73d22e8
              ("ppo_discrete.py", "--resume", f"{run}/checkpoint.pt"): "takes",  # another script's classes
@@ -160,8 +163,9 @@ def test_a_command_line_run_resumes_from_code_of_ones_own(tmp_path):
     out = run_script("ppo_discrete.py", "--total-timesteps=1024", "--eval-episodes=0", f"--log-dir={tmp_path}")
     assert out.returncode == 0, out.stderr
     path = f"{run_folder(tmp_path)}checkpoint.pt"
-    (tmp_path / "mine.py").write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport ppo_discrete\n"
-                                      f"run = ppo_discrete.main(ppo_discrete.RunArgs(resume={path!r}, total_timesteps=2048))\n"
+    (tmp_path / "mine.py").write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport ppo_discrete, tooling\n"
+                                      f"run = tooling.main(ppo_discrete, tooling.run_args(ppo_discrete)(resume={path!r},"
+                                      " total_timesteps=2048))\n"
                                       "print(run['global_step'])\n")
     mine = subprocess.run([sys.executable, "mine.py"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert mine.returncode == 0, mine.stderr
@@ -172,7 +176,7 @@ def test_two_runs_with_the_same_name_keep_their_own_folders(script, log_dir, mon
     clock = itertools.count(1_800_000_000, 1e-6)  # both runs start, and end, in the same second
     monkeypatch.setattr(time, "time", lambda: next(clock))
     flags = dict(SHORT_RUNS[script.__name__], save_model=True, log_dir=log_dir)
-    first, second = (script.main(script.RunArgs(**flags, seed=1)) for _ in range(2))
+    first, second = (tooling.main(script, tooling.run_args(script)(**flags, seed=1)) for _ in range(2))
     assert first["run_dir"] != second["run_dir"]
     for run in (first, second):
         assert len(glob.glob(f"{run['run_dir']}/events.out.tfevents.*")) == 1
@@ -234,7 +238,7 @@ def test_track_without_wandb_is_refused_in_one_line(monkeypatch, capsys):
     monkeypatch.setattr(ppo_discrete.importlib.util, "find_spec",
                         lambda name: None if name == "wandb" else real_find_spec(name))
     with pytest.raises(SystemExit, match=r"--track needs wandb: pip install wandb$"):
-        ppo_discrete.check_args(ppo_discrete.RunArgs(track=True))
+        tooling.check_args(ppo_discrete, tooling.run_args(ppo_discrete)(track=True))
 
 
 def test_load_agent_gives_the_saved_policy_to_code_of_your_own(tmp_path):
@@ -246,7 +250,7 @@ def test_load_agent_gives_the_saved_policy_to_code_of_your_own(tmp_path):
     exec(act, namespace := {"np": np})
     for name in SCRIPTS:
         module = __import__(name)
-        result = module.main(module.RunArgs(**SHORT_RUNS[name], save_model=True, log_dir=str(tmp_path)))
+        result = tooling.main(module, tooling.run_args(module)(**SHORT_RUNS[name], save_model=True, log_dir=str(tmp_path)))
         shape = module.make_env(SHORT_RUNS[name]["env_id"]).observation_space.shape  # ppo_atari's: an image
         obs = np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape)
         expected.append(namespace["act"](result["agent"], obs))
@@ -277,8 +281,8 @@ def test_a_flag_given_with_its_default_value_counts_as_given_and_resume_is_not_i
 
     import ppo_discrete as ppo
 
-    first = ppo.main(ppo.RunArgs(total_timesteps=512, eval_episodes=0, save_model=True, log_dir=log_dir))
-    resumed = ppo.main(ppo.RunArgs(resume=f"{first['run_dir']}/checkpoint.pt", total_timesteps=1024))
+    first = tooling.main(ppo, tooling.run_args(ppo)(total_timesteps=512, eval_episodes=0, save_model=True, log_dir=log_dir))
+    resumed = tooling.main(ppo, tooling.run_args(ppo)(resume=f"{first['run_dir']}/checkpoint.pt", total_timesteps=1024))
     assert resumed["eval_returns"] == []  # the run's own --eval-episodes 0
     model = f"{first['run_dir']}/model.pt"
     assert read_saved(model, weights_only=True)["args"]["resume"]  # saved by the resumed run

@@ -7,13 +7,15 @@ import pytest
 import torch
 from conftest import nearly_equal_like, short_args
 
+import tooling
+
 
 def tick_run(module, log_dir, **overrides):
     """One 12-step iteration of 2 Tick envs (time limit 5), the env of the script's action kind."""
     env_id = {"ppo_continuous": "TickContinuous-v0", "ppo_atari": "TickImage-v0"}.get(module.__name__,
                                                                                   "TickDiscrete-v0")
     extra = {} if module.__name__ in ("vpg", "trpo") else {"num_minibatches": 2}
-    module.main(short_args(module, log_dir, env_id=env_id, num_envs=2, num_steps=12, total_timesteps=24,
+    tooling.main(module, short_args(module, log_dir, env_id=env_id, num_envs=2, num_steps=12, total_timesteps=24,
                             **extra, **overrides))
 
 

@@ -13,6 +13,7 @@ import torch
 from conftest import short_args
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import tooling
 import trpo
 
 
@@ -201,7 +202,7 @@ def test_trpo_step_moves_to_the_edge_of_the_region_and_improves_the_surrogate():
 def test_every_update_stays_inside_the_trust_region(env_id, log_dir):
     """In a real run, the measured mean KL of every update (losses/kl) is within δ, and most
     updates move (a step was accepted)."""
-    result = trpo.main(short_args(trpo, log_dir, env_id=env_id, total_timesteps=8192, max_kl=0.005))
+    result = tooling.main(trpo, short_args(trpo, log_dir, env_id=env_id, total_timesteps=8192, max_kl=0.005))
     events = EventAccumulator(result["run_dir"])
     events.Reload()
     kls = [e.value for e in events.Scalars("losses/kl")]
@@ -212,7 +213,7 @@ def test_every_update_stays_inside_the_trust_region(env_id, log_dir):
 
 # Measured here (seed 1): the defaults reach a last-20 mean of 500 by 80k steps on CartPole-v1.
 def test_learns_cartpole(log_dir):
-    result = trpo.main(trpo.RunArgs(log_dir=log_dir, total_timesteps=100_000, eval_episodes=0))
+    result = tooling.main(trpo, tooling.run_args(trpo)(log_dir=log_dir, total_timesteps=100_000, eval_episodes=0))
     last_20 = [r for _, r in result["episodic_returns"][-20:]]
     assert np.mean(last_20) >= 475, last_20
 
@@ -220,7 +221,7 @@ def test_learns_cartpole(log_dir):
 # Measured here (seed 1): with γ = 0.9 (the Zoo's TRPO setting for Pendulum) a last-20 mean of
 # about −175 by 164k steps; with the default γ = 0.99 still about −875 at 176k.
 def test_learns_pendulum(log_dir):
-    result = trpo.main(trpo.RunArgs(env_id="Pendulum-v1", gamma=0.9, log_dir=log_dir, total_timesteps=200_000,
+    result = tooling.main(trpo, tooling.run_args(trpo)(env_id="Pendulum-v1", gamma=0.9, log_dir=log_dir, total_timesteps=200_000,
                                   eval_episodes=0))
     last_20 = [r for _, r in result["episodic_returns"][-20:]]
     assert np.mean(last_20) >= -300, last_20
@@ -288,7 +289,7 @@ def test_learns_an_env_where_conjugate_gradient_converges_at_once(monkeypatch, l
         return x
 
     monkeypatch.setattr(trpo, "conjugate_gradient", counting)
-    result = trpo.main(short_args(trpo, log_dir, env_id="TwoArms-v0", num_envs=2, num_steps=100, total_timesteps=6000))
+    result = tooling.main(trpo, short_args(trpo, log_dir, env_id="TwoArms-v0", num_envs=2, num_steps=100, total_timesteps=6000))
     assert iterations[0] == 1 and max(iterations) == 1
     assert np.mean([r for _, r in result["episodic_returns"][-10:]]) >= 9.5
 
@@ -297,7 +298,7 @@ def test_a_run_whose_every_step_is_rejected_says_so(monkeypatch, log_dir, capsys
     """OneArm: log π is always 0, so the gradient is 0, every update takes a zero step (never NaN)
     and the run ends with one line that says the policy never moved."""
     steps = spy_on_steps(monkeypatch)
-    result = trpo.main(short_args(trpo, log_dir, env_id="OneArm-v0", num_envs=2, num_steps=100, total_timesteps=600))
+    result = tooling.main(trpo, short_args(trpo, log_dir, env_id="OneArm-v0", num_envs=2, num_steps=100, total_timesteps=600))
     assert len(result["episodic_returns"]) == 60 and len(steps) == 3
     assert all(torch.equal(step, torch.zeros_like(step)) for step in steps)
     assert "the line search rejected the step of every update" in capsys.readouterr().err
@@ -318,7 +319,7 @@ def test_critic_regresses_on_lambda_one_returns_and_the_step_gets_normalised_lam
     monkeypatch.setattr(trpo, "trpo_step", lambda ag, p, o, ac, adv, args: (step_advantages.append(adv.clone()),
                                                                            real_step(ag, p, o, ac, adv, args))[1])
     # Tick: every episode is cut by the time limit at step 5, so the targets must stop there too
-    trpo.main(short_args(trpo, log_dir, env_id="TickDiscrete-v0", num_envs=2, total_timesteps=24, num_steps=12,
+    tooling.main(trpo, short_args(trpo, log_dir, env_id="TickDiscrete-v0", num_envs=2, total_timesteps=24, num_steps=12,
                           vf_iters=2))
     rewards, values, next_values, terminations, truncations, gamma, gae_lambda = gae_inputs[0][:7]
     assert gae_lambda == 0.97 and truncations.sum() == 4

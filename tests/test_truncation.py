@@ -12,6 +12,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import ppo_continuous
 import ppo_discrete
+import tooling
 import trpo
 import vpg
 
@@ -37,7 +38,7 @@ def test_rollout_bootstraps_truncation_with_final_observation(module, monkeypatc
 
     monkeypatch.setattr(module, "Agent", RecordingAgent)
     monkeypatch.setattr(module, "compute_gae", spy_gae)
-    module.main(short_args(module, log_dir, env_id="TickDiscrete-v0", num_envs=2, num_steps=12, total_timesteps=24,
+    tooling.main(module, short_args(module, log_dir, env_id="TickDiscrete-v0", num_envs=2, num_steps=12, total_timesteps=24,
                             **({"num_minibatches": 2} if module is ppo_discrete else {})))
     values, next_values, terminations, truncations, final_value, reset_value = seen[0]
     assert terminations.sum() == 0
@@ -68,7 +69,7 @@ def test_no_bootstrap_truncation_counts_a_truncation_as_a_termination(module, mo
     monkeypatch.setattr(module, "compute_gae", spy_gae)
     env_id = "TickContinuous-v0" if module is ppo_continuous else "TickDiscrete-v0"
     for bootstrap in (True, False):
-        module.main(short_args(module, log_dir, env_id=env_id, num_envs=2, num_steps=12, num_minibatches=2,
+        tooling.main(module, short_args(module, log_dir, env_id=env_id, num_envs=2, num_steps=12, num_minibatches=2,
                                 total_timesteps=24, bootstrap_truncation=bootstrap))
     (rewards, values, next_values, terminations, truncations, advantages_on), off = seen
     assert terminations.sum() == 0 and truncations.sum() == 4  # the default: truncated, never terminated
@@ -87,7 +88,7 @@ def test_no_bootstrap_truncation_keeps_a_termination_a_termination(module, monke
     seen, real_gae = [], module.compute_gae
     monkeypatch.setattr(module, "compute_gae", lambda *a: (seen.append(a[3].clone()), real_gae(*a))[1])
     env_id = "TickEndsContinuous-v0" if module is ppo_continuous else "TickEndsDiscrete-v0"
-    module.main(short_args(module, log_dir, env_id=env_id, num_envs=2, num_steps=12, num_minibatches=2,
+    tooling.main(module, short_args(module, log_dir, env_id=env_id, num_envs=2, num_steps=12, num_minibatches=2,
                             total_timesteps=24, bootstrap_truncation=False))
     assert seen[0].sum() == 4  # steps 5 and 10 of both envs
 
@@ -106,7 +107,7 @@ def test_every_episode_is_logged_with_its_true_length_and_return(name, env_id, l
         pytest.skip("ppo_continuous.py is for Box actions")
     sizes = {"reinforce": dict(batch_size=12)}.get(name, dict(num_steps=12))
     sizes |= dict(num_minibatches=2) if name.startswith("ppo") else {}
-    result = module.main(short_args(module, log_dir, env_id=env_id, num_envs=2, total_timesteps=48, **sizes))
+    result = tooling.main(module, short_args(module, log_dir, env_id=env_id, num_envs=2, total_timesteps=48, **sizes))
     (run_dir,) = glob.glob(f"{log_dir}/*")
     events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
     events.Reload()

@@ -53,6 +53,12 @@ def import_script(path: Path):
     return module
 
 
+def import_tooling():
+    """The tooling.py beside the script, or else on the path, or else pgref's own."""
+    sys.path.append(str(Path(__file__).resolve().parent.parent))
+    return importlib.import_module("tooling")
+
+
 def stopping_at(module, update: int):
     """`module.train` with a Ctrl-C after `update` updates, as a user's."""
     train = module.train
@@ -104,9 +110,15 @@ def first_difference(a, b, where: str) -> str | None:
         return next((d for i, (x, y) in pairs if (d := first_difference(x, y, f"{where}[{i}]"))), None)
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         a, b = np.asarray(a), np.asarray(b)
-        if a.shape != b.shape or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
-            return f"{where}: {np.ravel(a)[:4]} … against {np.ravel(b)[:4]} …"
-        return None
+        if a.shape != b.shape:
+            return f"{where}: shape {a.shape} against {b.shape}"
+        nan = a.dtype.kind == "f" and b.dtype.kind == "f"
+        differ = (a != b) & ~(np.isnan(a) & np.isnan(b)) if nan else a != b
+        if not differ.any():
+            return None
+        index = np.unravel_index(np.flatnonzero(differ)[0], a.shape)  # the first that differs
+        at = "".join(f"[{i}]" for i in index)
+        return f"{where}{at}: {a[index].item()!r} against {b[index].item()!r}"
     same = a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
     return None if same else f"{where}: {a!r} against {b!r}"
 
@@ -126,7 +138,7 @@ def check(path: Path, flags: list[str]) -> str | None:
     """The first update after which an uninterrupted run and a stopped-and-resumed one part, with
     the kind of state it points to and the first value that differs. Where every update agrees,
     the first value of the final states (or the evaluation) that differs. Else None."""
-    module = import_script(path)
+    module, tooling = import_script(path), import_tooling()
     given = {a.split("=")[0].removeprefix("--").replace("-", "_") for a in flags if a.startswith("--")}
     defaults = {k: v for k, v in SHORT.items() if k not in given}
     train = module.train
@@ -148,28 +160,28 @@ def check(path: Path, flags: list[str]) -> str | None:
 
     with tempfile.TemporaryDirectory() as tmp:
         def args(**more):
-            base = tyro.cli(module.RunArgs, args=flags)
-            return module.RunArgs(**{**vars(base), **defaults, "checkpoint_every": 1, "log_dir": tmp, **more})
+            base = tyro.cli(tooling.run_args(module), args=flags)
+            return tooling.run_args(module)(**{**vars(base), **defaults, "checkpoint_every": 1, "log_dir": tmp, **more})
 
         whole_updates, resumed_updates, reseeded_updates = [], [], []
         module.train = recording(whole_updates)
-        whole = module.main(args(log_dir=f"{tmp}/whole"))
+        whole = tooling.main(module, args(log_dir=f"{tmp}/whole"))
         updates = len(whole_updates)
         if updates < 2:
             sys.exit("resume_check.py: error: the run has fewer than 2 updates: give a larger --total-timesteps")
         module.train = train
         module.train = stopping_at(module, updates // 2)
         try:
-            module.main(args(log_dir=f"{tmp}/stopped"))
+            tooling.main(module, args(log_dir=f"{tmp}/stopped"))
         except SystemExit as stop:
             assert stop.code == 130, stop.code
         (checkpoint,) = Path(f"{tmp}/stopped").glob("*/checkpoint.pt")
         saved = open(checkpoint, "rb").read()
         module.train = recording(resumed_updates)
-        resumed = module.main(args(log_dir=f"{tmp}/stopped", resume=str(checkpoint)))
+        resumed = tooling.main(module, args(log_dir=f"{tmp}/stopped", resume=str(checkpoint)))
         checkpoint.write_bytes(saved)  # the checkpoint of the stop again, for a third run
         module.train = recording(reseeded_updates, reseed=True)
-        module.main(args(log_dir=f"{tmp}/stopped", resume=str(checkpoint)))
+        tooling.main(module, args(log_dir=f"{tmp}/stopped", resume=str(checkpoint)))
         module.train = train
         first = updates // 2 + 1
         for update, (a, b) in enumerate(zip(resumed_updates, whole_updates[first - 1:], strict=True), first):
