@@ -26,6 +26,9 @@ import torch.nn as nn
 import tyro
 from torch.utils.tensorboard import SummaryWriter
 
+ALGORITHM, RELEASE = "vpg_3_gae", "0.5.0"  # this script, and pgref's release
+SPACES = "vector", "Discrete or Box"  # the observations and actions it takes
+
 
 @dataclass
 class Args:
@@ -148,6 +151,12 @@ class Agent(nn.Module):
         return action, logprob, entropy
 
 
+def make_agent(args: Args, observation_space, action_space) -> Agent:
+    """The Agent for these spaces and flags: `train` builds it so, and tooling.py too."""
+    return Agent(observation_space.shape[0], action_space, args.hidden_size)
+
+
+
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
     All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
@@ -196,7 +205,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
 
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
-    agent = Agent(obs_dim, action_space, args.hidden_size).to(device)
+    agent = make_agent(args, envs.single_observation_space, action_space).to(device)
     # Two optimisers, as in Spinning Up: actor and critic have their own step sizes and counts.
     # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
@@ -346,4 +355,11 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
 
 
 if __name__ == "__main__":
-    train(tyro.cli(Args))
+    try:  # tooling.py, beside this file or on the path: checks, checkpoints, resume, evaluation
+        import tooling
+    except ModuleNotFoundError:
+        print("note: training without input checks, checkpoints, --resume or evaluation: "
+              "tooling.py beside this file adds them")
+        train(tyro.cli(Args))
+    else:
+        tooling.cli(__file__)
