@@ -80,7 +80,7 @@ class Args:
     bootstrap_truncation: bool = True
     """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
 
-    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
+    # --- the run (tooling.py, where importable, adds its own flags) ---
     seed: int = 1
     """seed ≥ 0 of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
@@ -95,49 +95,43 @@ def is_ale(env_id: str) -> bool:
 
 
 def make_env(env_id: str, train: bool = False, **kwargs) -> gym.Env:
-    """The one place where an environment is made: training (`train`), evaluation and the checks
-    call it. An ALE game is cut at 108,000 frames (27,000 steps), as ALE cuts it. An env with no
-    time limit of its own, such as a MinAtar game, is cut at 108,000 steps."""
+    """The one place where an env is made: `train`, evaluation and the checks call it. An ALE game
+    is cut at 108,000 frames (27,000 steps). An env with no time limit is cut at 108,000 steps."""
     if env_id.startswith("MinAtar/") and env_id not in gym.registry:
-        import minatar.gym  # MinAtar registers its games with Gymnasium when asked to.
+        import minatar.gym
         minatar.gym.register_envs()
-    if not is_ale(env_id):  # MinAtar: (10, 10, C) frames of 0/1, a channel per kind of object.
+    if not is_ale(env_id):
         env = gym.make(env_id, **kwargs)
-        if env.spec.max_episode_steps is None:  # MinAtar's games
+        if env.spec.max_episode_steps is None:
             env = gym.wrappers.TimeLimit(env, 108_000)
         env = gym.wrappers.RecordEpisodeStatistics(env, stats_key="game")
-        space = env.observation_space  # Channels first, as torch's convolutions take them.
-        if len(space.shape) != 3:  # Not an image: check_args refuses it.
+        space = env.observation_space
+        if len(space.shape) != 3:
             return env
         space = gym.spaces.Box(np.moveaxis(space.low, 2, 0), np.moveaxis(space.high, 2, 0),
                                dtype=space.dtype)
         return gym.wrappers.TransformObservation(env, functools.partial(np.moveaxis, source=2,
                                                                          destination=0), space)
-    import ale_py  # Its import registers ALE's games with Gymnasium.
+    import ale_py
     gym.register_envs(ale_py)
-    # One frame a step, with no sticky actions: the wrappers below skip frames, as DQN's did.
     env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0,
                    max_episode_steps=108_000, **kwargs)
-    # info["game"] holds the game's score at its end: all lives, rewards before any clipping.
     env = SaveALEState(gym.wrappers.RecordEpisodeStatistics(env, stats_key="game"))
-    # 1 to 30 no-ops at reset, their number drawn by the env's generator. Each action is repeated
-    # for 4 frames. The observation is the max of the last two, since sprites flicker. Frames are
-    # 84×84 grayscale.
+    # 1 to 30 no-ops at reset. A step is 4 frames, seen as the max of the last two, 84×84 grayscale.
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
     if train:
         env = EpisodicLife(env)
     if "FIRE" in env.unwrapped.get_action_meanings():
         env = FireAtLifeStart(env)
-    if train:  # Every game's rewards on one scale: r ∈ {−1, 0, 1}.
+    if train:
         env = gym.wrappers.TransformReward(env, np.sign)
     return gym.wrappers.FrameStackObservation(env, 4)  # (4, 84, 84) uint8: 4 frames show motion
 
 
 class SaveALEState(gym.Wrapper):
-    """Pickles the emulator's state and random generators with the env. ALE's env pickles only
-    the arguments that made it, so without this a checkpoint would resume with new games."""
+    """Pickles the emulator's state and random generators with the env."""
 
-    pickles_state = True  # The tooling's `save` keeps the envs in a checkpoint.
+    pickles_state = True
 
     def __getstate__(self):
         game = self.env.unwrapped
@@ -151,8 +145,7 @@ class SaveALEState(gym.Wrapper):
 
 
 class EpisodicLife(gym.Wrapper):
-    """A lost life ends the training episode (terminated), but not the game: the next `reset`
-    plays one no-op step. The game is reset for real once it ends or is truncated."""
+    """A lost life ends the training episode (terminated), but not the game: `reset` plays on."""
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
@@ -169,19 +162,18 @@ class EpisodicLife(gym.Wrapper):
     def reset(self, **kwargs):
         if self.game_over:
             obs, info = self.env.reset(**kwargs)
-        else:  # A life was lost: play on from there.
+        else:
             obs, _, _, _, info = self.env.step(0)
         self.lives = self.env.unwrapped.ale.lives()
         return obs, info
 
 
 class FireAtLifeStart(gym.Wrapper):
-    """Presses FIRE at the start of each life, in every game that has FIRE. Some games wait for
-    it, such as Breakout, whose ball it launches."""
+    """Presses FIRE (action 1 in ALE) at the start of each life, in every game that has FIRE."""
 
     def reset(self, **kwargs):
         self.env.reset(**kwargs)
-        obs, _, _, _, info = self.env.step(1)  # 1 is FIRE in ALE's action sets.
+        obs, _, _, _, info = self.env.step(1)
         self.lives = self.env.unwrapped.ale.lives()
         return obs, info
 
@@ -189,7 +181,7 @@ class FireAtLifeStart(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         lives, last = self.env.unwrapped.ale.lives(), self.lives
         self.lives = lives
-        if lives < last and not (terminated or truncated):  # Lost, and the game goes on.
+        if lives < last and not (terminated or truncated):
             obs, more, terminated, truncated, info = self.env.step(1)
             reward += more
         return obs, reward, terminated, truncated, info
@@ -211,26 +203,24 @@ def layer_init(layer: nn.Module, std: float = np.sqrt(2)) -> nn.Module:
 
 
 def encoder(obs_shape: tuple[int, ...]) -> tuple[nn.Sequential, str]:
-    """The convolutional encoder of a (C, H, W) observation, C stacked frames or object kinds,
-    and its name."""
+    """The CNN encoder of (C, H, W) observations, C stacked frames or object kinds, and its name."""
     channels, height, width = obs_shape
-    if min(height, width) >= 36:  # ALE's 84×84 frames: the Nature CNN (Mnih et al. 2015)
+    if min(height, width) >= 36:
         convs = [nn.Conv2d(channels, 32, 8, stride=4), nn.Conv2d(32, 64, 4, stride=2),
                  nn.Conv2d(64, 64, 3, stride=1)]
         features, name = 512, "the Nature CNN"
-    else:  # MinAtar's 10×10 frames: one 3×3 convolution (Young & Tian 2019)
+    else:
         convs, features = [nn.Conv2d(channels, 16, 3, stride=1)], 128
         name = "MinAtar's network (one 3×3 convolution)"
     layers = [module for conv in convs for module in (layer_init(conv), nn.ReLU())]
-    with torch.no_grad():  # The size of the last feature map, (64, 7, 7) on 84×84 frames.
+    with torch.no_grad():
         flat = nn.Sequential(*layers, nn.Flatten())(torch.zeros(1, *obs_shape)).shape[1]
     dense = layer_init(nn.Linear(flat, features))
     return nn.Sequential(*layers, nn.Flatten(), dense, nn.ReLU()), name
 
 
 class Agent(nn.Module):
-    """Actor π_θ(a|s) and critic V_θ(s): two linear heads on one convolutional encoder. The
-    actor's output is the logits of a Categorical."""
+    """Actor π_θ(a|s) (Categorical logits) and critic V_θ(s): two linear heads on one encoder."""
 
     def __init__(self, obs_space: gym.spaces.Box, n_actions: int):
         super().__init__()
@@ -243,12 +233,11 @@ class Agent(nn.Module):
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
         """obs (B, C, H, W), uint8 or bool -> (B, features)."""
-        # Channels last in memory: torch's convolutions run faster so on a CPU (SPEED.md).
         pixels = (obs.float() * self.scale).contiguous(memory_format=torch.channels_last)
         return self.encoder(pixels)
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(self.features(obs)).squeeze(-1)  # (B,): one value per observation
+        return self.critic(self.features(obs)).squeeze(-1)
 
     def greedy_action(self, obs, memory=None):
         """The most likely action for an observation (C, H, W), and no memory for the next call."""
@@ -256,12 +245,12 @@ class Agent(nn.Module):
 
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, C, H, W) -> action (B,), log π(a|s) (B,), entropy (B,), V(s) (B,)."""
-        hidden = self.features(obs)  # One encoder pass serves both heads.
+        hidden = self.features(obs)
         logits = self.actor(hidden)
         log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
-        if action is None:  # Sampled, unless the update re-evaluates stored actions.
+        if action is None:
             action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
-        logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the taken action
+        logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)
         entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
         return action, logprob, entropy, self.critic(hidden).squeeze(-1)
 
@@ -305,7 +294,7 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     """The PPO loss to minimise (Schulman et al. 2017, eq. 9), and stats that carry no gradient."""
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
-    ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
+    ratio = logratio.exp()
     pg_loss = -surrogate(ratio, advantages, clip_coef)
     # Value loss, with ppo2's clip of V's change around V_old (core detail 9).
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
@@ -322,8 +311,7 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     with torch.no_grad():
         # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old. k3 is unbiased and ≥ 0.
         # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
-        # clipfrac is the share of samples with |r − 1| > ε. Some of them still give a gradient.
-        stats = {key: value.detach() for key, value in {  # For the log only.
+        stats = {key: value.detach() for key, value in {
             "policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy_loss,
             "old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),
             "clipfrac": ((ratio - 1.0).abs() > clip_coef).float().mean(),
@@ -340,7 +328,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
+    torch.set_num_threads(args.num_threads)
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
@@ -353,16 +341,16 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    shape = (args.num_steps, args.num_envs)  # (T, N)
-    obs_np = np.zeros((*shape, *obs_shape), dtype=np.uint8)  # A quarter of the memory of float32
+    shape = (args.num_steps, args.num_envs)
+    obs_np = np.zeros((*shape, *obs_shape), dtype=np.uint8)
     actions_np = np.zeros(shape, dtype=np.int64)
     logprobs_np, values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
         np.zeros(shape, dtype=np.float32) for _ in range(6))
 
-    writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
+    writer = writer or SummaryWriter()
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
+    global_step, episodic_returns, next_obs_np = 0, [], None
 
     # Everything the loop needs to go on from the end of an update, by name. Add here and below
     # any state you add to the loop, such as a target network or a schedule's counter.
@@ -371,17 +359,17 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
+    if hook:
         loop = hook(state())
         agent, optimizer, envs = loop["agent"], loop["optimizer"], loop["envs"]
         next_obs_np, global_step = loop["next_obs"], loop["global_step"]
         episodic_returns = loop["episodic_returns"]
         torch.set_rng_state(loop["rng"])
-    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
-        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
+    if next_obs_np is None:
+        next_obs_np, _ = envs.reset(seed=args.seed)
     start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
-        frac = 1.0 - (iteration - 1.0) / num_iterations  # (I − i + 1)/I in iteration i of I
+        frac = 1.0 - (iteration - 1.0) / num_iterations
         if args.anneal_lr:
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
         clip_coef = args.clip_coef * frac if args.anneal_clip else args.clip_coef
@@ -399,7 +387,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 next_obs_np, reward, terminated, truncated, infos = envs.step(action_np)
                 rewards_np[step] = reward
                 terminations_np[step], truncations_np[step] = terminated, truncated
-                if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
+                if truncated.any():
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     final_obs = torch.as_tensor(final_obs_np, device=device)
@@ -424,7 +412,6 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         # truncated. After a termination it is the reset observation's value, masked in GAE.
         next_values = torch.cat([values[1:], next_value[None]])
         next_values = torch.where(truncations.bool(), final_values, next_values)
-        # --no-bootstrap-truncation, an ablation, counts a truncation as a termination, as CleanRL.
         terminal = (terminations if args.bootstrap_truncation
                     else torch.maximum(terminations, truncations))
         # The critic regresses on the λ-returns A + V, as in PPO's reference code, not on λ = 1.
@@ -456,7 +443,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                                        clip_coef, args.clip_vloss, args.ent_coef, args.vf_coef)
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # core detail 11
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
                 epoch_stats.append(stats)
             update_stats += epoch_stats
@@ -484,10 +471,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # The tooling: guard rails, checkpoints.
+        if hook:
             hook(state(), losses)
     envs.close()
-    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
+    writer.flush()
     return state()
 
 

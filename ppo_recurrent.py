@@ -2,36 +2,24 @@
 
     Recurrent PPO, one iteration of `train`:
     1. Keep each env's recurrent state (N, 4H) from the last iteration (`next_state`).
-    2. Store it as the segment's start state (`start_state`), then step the N envs T times
-       (`--- rollout ---`). Each step resets the state where an episode starts (`Agent.unroll`),
-       then samples a ~ π.
+    2. Store it as the segment's start state (`start_state`). Step the N envs T times with π_θ
+       (`--- rollout ---`), resetting the state where an episode starts (`Agent.unroll`).
     3. At a truncation, store V(final obs) from the state that saw the episode (`final_values`).
     4. Bootstrap the segment's end with V(s_T) and compute GAE-λ (`compute_gae`).
-    5. Split the N envs into minibatches of whole sequences of T steps (`--- update ---`).
-    6. Replay each minibatch from its stored start states, with the same resets (`Agent.unroll`).
-    7. Take an Adam step on the clipped PPO loss (`ppo_loss`, `surrogate`).
-    8. Repeat steps 5-7 for K epochs, or until an epoch's mean KL exceeds `--target-kl`.
-    9. Log each loss as its mean over all the update's minibatches (`--- log ---`).
+    5. Split the N envs into minibatches of whole sequences of T steps (`--- update ---`). Replay
+       each from its stored start states, with the same resets (`Agent.unroll`).
+    6. Take an Adam step on the clipped PPO loss (`ppo_loss`, `surrogate`).
+    7. Repeat steps 5-6 for K epochs, or until an epoch's mean KL exceeds `--target-kl`.
+    8. Log each loss as its mean over all the update's minibatches (`--- log ---`).
 
     python ppo_recurrent.py                                 # CartPoleNoVel-v1, 100k steps
     python ppo_recurrent.py --env-id PendulumNoVel-v1       # Box actions
-    python ppo_recurrent.py --help                          # every flag, with its meaning
     python ppo_recurrent.py --save-model                    # (tooling) writes runs/<run>/model.pt
     python ppo_recurrent.py --eval-checkpoint runs/<run>/model.pt --capture-video  # (tooling)
     tensorboard --logdir runs
 
-What changes from ppo_discrete.py: memory, three pieces of ppo_continuous.py, RL Zoo's network and
-11 changed defaults. Memory comes first: the actor and the critic each read the observation through
-an LSTM, whose state carries the past of the episode (docs/ppo_discrete-to-ppo_recurrent.html).
-Three pieces come from ppo_continuous.py: the Gaussian head for Box actions, observation
-normalisation (`--norm-obs`) and reward scaling (`--norm-reward`). Of the fields that both `Args`
-hold, 11 defaults change, to RL Zoo's settings for CartPoleNoVel-v1. ppo_discrete.py's defaults are
-in brackets.
-- The env is CartPoleNoVel-v1 (CartPole-v1), trained for 99,840 steps (499,712).
-- A batch is 8 envs (4) × 32 steps (128).
-- An update is 20 epochs (4) of 1 minibatch (4). Here a minibatch holds whole env sequences.
-- α is 1e-3 (2.5e-4), γ 0.98 (0.99) and λ 0.8 (0.95).
-- V's loss is not clipped (clipped), and the entropy bonus's weight c₂ is 0 (0.01)."""
+What changes from ppo_discrete.py: memory, three pieces of ppo_continuous.py, RL Zoo's network
+and 11 changed defaults."""
 
 import functools
 import itertools
@@ -99,7 +87,7 @@ class Args:
     norm_reward: bool = True
     """scale rewards by the std of the running discounted return, as ppo_continuous.py"""
 
-    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
+    # --- the run (tooling.py, where importable, adds its own flags) ---
     seed: int = 1
     """seed ≥ 0 of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
@@ -121,18 +109,16 @@ def zero_entries(obs: np.ndarray, indices: list[int]) -> np.ndarray:
 
 
 def make_no_velocity_env(base_id: str, indices: list[int], **kwargs) -> gym.Env:
-    """The base env, its observation's `indices` set to 0, shape unchanged. gym.make of the new id
-    adds the base env's time limit back (registered below)."""
+    """The base env, its observation's `indices` set to 0, shape unchanged."""
     env = gym.make(base_id, **kwargs).unwrapped
     hide = functools.partial(zero_entries, indices=indices)
     return gym.wrappers.TransformObservation(env, hide, env.observation_space)
 
 
-# Named by the file's module, even when it runs as __main__: a pickled env names importable code.
 _entry_point = os.path.basename(__file__).removesuffix(".py") + ":make_no_velocity_env"
-for _base, _indices in NO_VELOCITY.items():  # CartPole-v1 -> CartPoleNoVel-v1, ...
+for _base, _indices in NO_VELOCITY.items():
     _name, _version = _base.rsplit("-", 1)
-    if f"{_name}NoVel-{_version}" not in gym.registry:  # registered once, at import
+    if f"{_name}NoVel-{_version}" not in gym.registry:
         gym.register(f"{_name}NoVel-{_version}", entry_point=_entry_point,
                      max_episode_steps=gym.spec(_base).max_episode_steps,
                      kwargs={"base_id": _base, "indices": _indices})
@@ -144,25 +130,20 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # SAME_STEP autoreset: the step that ends an episode already returns the first observation of
-    # the next one. The real last observation is in infos["final_obs"].
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
 def head(hidden_size: int, out_dim: int) -> nn.Sequential:
-    # One ReLU hidden layer on the LSTM's output, as RL Zoo's net_arch pi=[64], vf=[64].
     return nn.Sequential(nn.Linear(hidden_size, hidden_size), nn.ReLU(),
                          nn.Linear(hidden_size, out_dim))
 
 
 class RunningMeanStd:
-    """Running mean and variance of a stream of batches, merged with the parallel formula of
-    Chan, Golub and LeVeque (1979). Shape (obs_dim,) for observations, () for returns."""
+    """Running mean and variance of a stream of batches, merged by Chan et al.'s (1979) formula."""
 
     def __init__(self, shape: tuple[int, ...] = ()):
-        # count starts near 0, not at 0, to avoid a division by 0. So the first batch dominates.
         self.mean, self.var, self.count = np.zeros(shape), np.ones(shape), 1e-4
 
     def update(self, x: np.ndarray) -> None:
@@ -175,49 +156,45 @@ class RunningMeanStd:
         m2 = (self.var * self.count + batch_var * batch_count
               + delta**2 * self.count * batch_count / total)
         self.var = m2 / total
-        self.count = total  # n ← N
+        self.count = total
 
 
 class Agent(nn.Module):
-    """Actor π_θ(a|s_{≤t}) and critic V_φ(s_{≤t}), each an LSTM and a head. The actor's output is
-    the logits of a Categorical (Discrete actions) or the mean of a Gaussian (Box actions). The
-    recurrent state of B envs is one tensor (B, 4H): the actor LSTM's h and c, then the critic's."""
+    """Actor π_θ(a|s_{≤t}) and critic V_φ(s_{≤t}), each an LSTM and a head. The recurrent state of
+    B envs is one tensor (B, 4H): the actor LSTM's h and c, then the critic's."""
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64,
                  norm_obs: bool = True):
         super().__init__()
-        # The one place where the action space decides the policy head.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.hidden_size = hidden_size
-        self.actor_lstm = nn.LSTM(obs_dim, hidden_size)  # time-major: inputs (T, B, obs_dim)
+        self.actor_lstm = nn.LSTM(obs_dim, hidden_size)
         self.critic_lstm = nn.LSTM(obs_dim, hidden_size)
         self.actor_head = head(hidden_size, act_dim)
         self.critic_head = head(hidden_size, 1)
-        if self.continuous:  # log σ = 0 (σ = 1) at the start, as in ppo_continuous.py
+        if self.continuous:
             self.actor_logstd = nn.Parameter(torch.zeros(act_dim))
-        # The observations' running statistics are part of the policy, saved with its weights.
         self.obs_rms, self.norm_obs = RunningMeanStd((obs_dim,)), norm_obs
 
     def normalize_obs(self, obs: np.ndarray, update: bool = True) -> np.ndarray:
-        """(B, obs_dim) -> (B, obs_dim): each feature to mean 0 and std 1 under the running
-        statistics (continuous details 6-7). A velocity set to 0 stays 0."""
-        if not self.norm_obs:  # --no-norm-obs, an ablation: the raw observations
+        """(B, obs_dim) -> (B, obs_dim), by the running statistics (continuous details 6-7)."""
+        if not self.norm_obs:
             return obs
-        if update:  # update=False freezes the statistics, as in evaluation
+        if update:
             self.obs_rms.update(obs)
         # math: \tilde s = \mathrm{clip}\big((s - \mu_s) / \sqrt{\sigma_s^2 + 10^{-8}},\ -c,\ c\big)
         normalized = (obs - self.obs_rms.mean) / np.sqrt(self.obs_rms.var + 1e-8)
-        return np.clip(normalized, -10.0, 10.0)  # c = 10, as in the reference code
+        return np.clip(normalized, -10.0, 10.0)
 
-    def get_extra_state(self) -> torch.Tensor:  # the statistics' mean and variance, (2, obs_dim)
+    def get_extra_state(self) -> torch.Tensor:
         return torch.tensor(np.array([self.obs_rms.mean, self.obs_rms.var]))
 
     def set_extra_state(self, state: torch.Tensor) -> None:
         self.obs_rms.mean, self.obs_rms.var = state.numpy()
 
     def initial_state(self, num_envs: int) -> torch.Tensor:
-        return torch.zeros(num_envs, 4 * self.hidden_size)  # (B, 4H): the state of no past
+        return torch.zeros(num_envs, 4 * self.hidden_size)
 
     def unroll(self, obs, state, episode_starts):
         """obs (T, B, obs_dim), the state before step 0 (B, 4H) and episode_starts (T, B), 1 where
@@ -227,7 +204,6 @@ class Agent(nn.Module):
         cuts = [t for t in range(1, obs.shape[0]) if episode_starts[t].any()]
         actor_out, critic_out = [], []
         for begin, end in itertools.pairwise([0, *cuts, obs.shape[0]]):
-            # A new episode must not see the last one: its state starts at 0, as at the start.
             # math: (h_{t-1}, c_{t-1}) \leftarrow (1 - \mathrm{start}_t)\,(h_{t-1}, c_{t-1})
             state = state * (1.0 - episode_starts[begin])[:, None]
             # (1, B, H) each, contiguous: cuDNN's LSTM refuses a non-contiguous state.
@@ -249,42 +225,37 @@ class Agent(nn.Module):
         (T, B, act_dim), log π(a|s_{≤t}), entropy and V, (T, B) each, and the new state (B, 4H)."""
         actor_out, critic_out, state = self.unroll(obs, state, episode_starts)
         value = self.critic_head(critic_out).squeeze(-1)
-        # Both distributions written out as in vpg.py and ppo_continuous.py.
         if self.continuous:
-            mean = self.actor_head(actor_out)  # μ_θ, (T, B, act_dim)
-            std = self.actor_logstd.expand_as(mean).exp()  # σ, (T, B, act_dim): state-independent
-            if action is None:  # Sampled, unless the update re-evaluates stored actions.
+            mean = self.actor_head(actor_out)
+            std = self.actor_logstd.expand_as(mean).exp()
+            if action is None:
                 action = torch.normal(mean, std)
-            # The action dimensions are independent: log-probs and entropies add up over them.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
-                           - math.log(math.sqrt(2 * math.pi)))  # (T, B, act_dim)
+                           - math.log(math.sqrt(2 * math.pi)))
             logprob = log_density.sum(-1)
             # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
             entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
             return action, logprob, entropy, value, state
-        # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
         # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
         logits = self.actor_head(actor_out)
-        log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (T, B, n_actions)
-        if action is None:  # Sampled, unless the update re-evaluates stored actions.
-            flat = log_pi.reshape(-1, log_pi.shape[-1]).softmax(-1)  # multinomial takes 2 dims
+        log_pi = logits - logits.logsumexp(-1, keepdim=True)
+        if action is None:
+            flat = log_pi.reshape(-1, log_pi.shape[-1]).softmax(-1)
             action = torch.multinomial(flat, 1, replacement=True).reshape(log_pi.shape[:-1])
-        logprob = log_pi.gather(-1, action[..., None]).squeeze(-1)  # log π(a|s) of the action
+        logprob = log_pi.gather(-1, action[..., None]).squeeze(-1)
         # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
         entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
         return action, logprob, entropy, value, state
 
     def greedy_action(self, obs: np.ndarray, memory: torch.Tensor | None = None):
-        """One observation (obs_dim,) and the state after the episode's last step (None at its
-        start) -> the most likely or mean action (not clipped), and the state after (1, 4H)."""
+        """obs (obs_dim,) and the state (None at an episode's start) -> action, state (1, 4H)."""
         state = self.initial_state(1) if memory is None else memory
-        obs = self.normalize_obs(obs, update=False)  # (obs_dim,), with the frozen statistics
-        obs = torch.as_tensor(obs, dtype=torch.float32)[None, None]  # (T, B, obs_dim) = (1, 1, ·)
+        obs = self.normalize_obs(obs, update=False)
+        obs = torch.as_tensor(obs, dtype=torch.float32)[None, None]
         actor_out, _, state = self.unroll(obs, state, torch.zeros(1, 1))
-        out = self.actor_head(actor_out)[0, 0]  # logits or mean, (act_dim,)
-        # The state goes on to the next step without its graph: evaluation takes no gradient.
+        out = self.actor_head(actor_out)[0, 0]
         return (out.detach().numpy() if self.continuous else int(out.argmax())), state.detach()
 
 
@@ -293,15 +264,12 @@ def make_agent(args: Args, observation_space, action_space) -> Agent:
     return Agent(observation_space.shape[0], action_space, args.hidden_size, args.norm_obs)
 
 
-
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
-    """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
-    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
-    observation that really followed step t. Returns (advantages, returns), both (T, N).
+    """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout. Inputs are
+    (T, N), time-major, with next_values[t] = V(s_{t+1}). Returns (advantages, returns), (T, N).
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
         A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0"""
-    # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
     advantages = torch.zeros_like(rewards)
@@ -314,8 +282,6 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 def surrogate(ratio, advantages, clip_coef):
     """The clipped surrogate L^CLIP(θ) on B steps, to maximise (Schulman et al. 2017, eq. 7)."""
-    # A sample gives no gradient only where the clipped term is the smaller one. That is where
-    # Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε: the steps already moved it far enough its way.
     # math: L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)
     # math: \bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -327,7 +293,7 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     """The PPO loss to minimise (Schulman et al. 2017, eq. 9), and stats that carry no gradient."""
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
-    ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
+    ratio = logratio.exp()
     pg_loss = -surrogate(ratio, advantages, clip_coef)
     # Value loss, with ppo2's clip of V's change around V_old (core detail 9), off by default.
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
@@ -344,8 +310,7 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     with torch.no_grad():
         # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old. k3 is unbiased and ≥ 0.
         # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
-        # clipfrac is the share of samples with |r − 1| > ε. Some of them still give a gradient.
-        stats = {key: value.detach() for key, value in {  # For the log only.
+        stats = {key: value.detach() for key, value in {
             "policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy_loss,
             "old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),
             "clipfrac": ((ratio - 1.0).abs() > clip_coef).float().mean(),
@@ -354,22 +319,19 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
 
 
 class RewardScaler:
-    """Reward scaling (continuous details 8-9), written out so that its state is in plain view."""
-
     def __init__(self, num_envs: int, gamma: float):
         self.return_rms, self.gamma = RunningMeanStd(()), gamma
-        self.discounted_return = np.zeros(num_envs)  # R_t of each env
+        self.discounted_return = np.zeros(num_envs)
 
     def scale(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
-        """(N,) -> (N,). Divide each reward by the std of R_t, a running discounted sum of past
-        rewards, as the reference code's VecNormalize does. The mean is not subtracted."""
+        """(N,) -> (N,): reward / std of R_t, a running discounted sum of past rewards."""
         # math: R_t = \gamma R_{t-1} + r_t
         # math: \tilde r_t = \mathrm{clip}\big(r_t / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)
         self.discounted_return = self.gamma * self.discounted_return + reward
         self.return_rms.update(self.discounted_return)
         self.discounted_return[done] = 0.0  # the next step starts a new episode
         scaled = reward / np.sqrt(self.return_rms.var + 1e-8)
-        return np.clip(scaled, -10.0, 10.0)  # c = 10, as in the reference code
+        return np.clip(scaled, -10.0, 10.0)
 
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
@@ -381,42 +343,38 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
+    torch.set_num_threads(args.num_threads)
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = make_agent(args, envs.single_observation_space, action_space).to(device)
     reward_scaler = RewardScaler(args.num_envs, args.gamma)
-    # One optimiser for the actor and the critic. Adam's ε is 1e-5, not 1e-8 (core detail 3).
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    shape = (args.num_steps, args.num_envs)  # (T, N)
+    shape = (args.num_steps, args.num_envs)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, *action_space.shape),
                           dtype=np.float32 if agent.continuous else np.int64)
-    # episode_starts: 1 where obs_np[t] is the first observation of an episode.
     (episode_starts_np, logprobs_np, values_np, final_values_np, rewards_np, terminations_np,
      truncations_np) = (np.zeros(shape, dtype=np.float32) for _ in range(7))
 
-    writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
+    writer = writer or SummaryWriter()
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
+    global_step, episodic_returns, next_obs_np = 0, [], None
     # Kept between rollouts: each env's state (N, 4H), and whether its next obs starts an episode.
     next_state = agent.initial_state(args.num_envs).to(device)
     next_episode_start_np = np.ones(args.num_envs, dtype=np.float32)
 
-    # Everything the loop needs to go on from the end of an update, by name. Add here and below
-    # any state you add to the loop, such as a target network or a schedule's counter.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer, "reward_scaler": reward_scaler,
                 "envs": envs, "next_obs": next_obs_np, "next_state": next_state,
                 "next_episode_start": next_episode_start_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
+    if hook:
         loop = hook(state())
         agent, optimizer, reward_scaler = loop["agent"], loop["optimizer"], loop["reward_scaler"]
         envs = loop["envs"]
@@ -424,10 +382,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         next_episode_start_np, global_step = loop["next_episode_start"], loop["global_step"]
         episodic_returns = loop["episodic_returns"]
         torch.set_rng_state(loop["rng"])
-    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
-        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
-        next_obs_np = agent.normalize_obs(next_obs_np).astype(np.float32)  # float32, as the nets
-        next_episode_start_np = np.ones(args.num_envs, dtype=np.float32)  # the state is reset
+    if next_obs_np is None:
+        next_obs_np, _ = envs.reset(seed=args.seed)
+        next_obs_np = agent.normalize_obs(next_obs_np).astype(np.float32)
+        next_episode_start_np = np.ones(args.num_envs, dtype=np.float32)
     start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         if args.anneal_lr:  # α_i = α (I − i + 1)/I in iteration i of I
@@ -440,21 +398,19 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             for step in range(args.num_steps):
                 global_step += args.num_envs
                 obs_np[step], episode_starts_np[step] = next_obs_np, next_episode_start_np
-                next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
-                episode_start = torch.from_numpy(next_episode_start_np).to(device)  # (N,)
-                # One call steps all N envs' LSTMs by one step (T = 1).
+                next_obs = torch.from_numpy(next_obs_np).to(device)
+                episode_start = torch.from_numpy(next_episode_start_np).to(device)
                 action, logprob, _, value, next_state = agent.get_action_and_value(
                     next_obs[None], next_state, episode_start[None])
                 action_np = action[0].cpu().numpy()
                 actions_np[step], logprobs_np[step], values_np[step] = (
                     action_np, logprob[0].cpu().numpy(), value[0].cpu().numpy())
-                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
-                # keeps the sample itself, whose density is log π(a|s) (continuous detail 5).
+                # A Box action reaches the env clipped to its bounds. The batch keeps the sample.
                 env_action = action_np
                 if agent.continuous:
                     env_action = np.clip(action_np, action_space.low, action_space.high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
-                if args.norm_reward:  # the logs keep the raw rewards (infos["episode"])
+                if args.norm_reward:
                     reward = reward_scaler.scale(reward, terminated | truncated)
                 rewards_np[step] = reward
                 terminations_np[step], truncations_np[step] = terminated, truncated
@@ -462,16 +418,14 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 # SAME_STEP autoreset: where this step ended an episode, next_obs_np starts one.
                 next_episode_start_np = (terminated | truncated).astype(np.float32)
                 if truncated.any():  # Bootstrap a cut episode with V of its real final observation.
-                    # next_state[idx], reset only at the next step, holds the cut episode's memory.
                     idx = np.flatnonzero(truncated)
                     final_obs_np = np.stack(infos["final_obs"][idx])
-                    # Normalised without updating the statistics: the policy never acts on it.
                     final_obs_np = agent.normalize_obs(final_obs_np, update=False)
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                     final_value, _ = agent.get_value(final_obs[None], next_state[idx],
                                                      torch.zeros(1, len(idx), device=device))
                     final_values_np[step, idx] = final_value[0].cpu().numpy()
-                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
+                for i in np.flatnonzero(infos.get("_episode", [])):
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)
@@ -486,30 +440,25 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         with torch.no_grad():
             next_obs = torch.from_numpy(next_obs_np).to(device)
             episode_start = torch.from_numpy(next_episode_start_np).to(device)
-            # V(s_T), (N,): for paths cut by the batch end, read with the state carried so far.
             next_value, _ = agent.get_value(next_obs[None], next_state, episode_start[None])
-        # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
-        # truncated. After a termination it is the reset observation's value, masked in GAE.
+        # V(s_{t+1}) of every step: the next stored value, or V(final obs) at a truncation.
         next_values = torch.cat([values[1:], next_value])
         next_values = torch.where(truncations.bool(), final_values, next_values)
-        # --no-bootstrap-truncation, an ablation, counts a truncation as a termination, as CleanRL.
         terminal = (terminations if args.bootstrap_truncation
                     else torch.maximum(terminations, truncations))
-        # The critic regresses on the λ-returns A + V, as in PPO's reference code, not on λ = 1.
         advantages, returns = compute_gae(rewards, values, next_values, terminal, truncations,
                                           args.gamma, args.gae_lambda)
 
         # --- update: K epochs, each a random split of the N envs into minibatches ---
-        # Whole env sequences (T, N/M, ...), replayed from their stored start states, same resets.
         update_stats = []
         for _epoch in range(args.update_epochs):
             env_inds = torch.randperm(args.num_envs, device=device)
             epoch_stats = []
             for start in range(0, args.num_envs, envs_per_minibatch):
-                mb = env_inds[start:start + envs_per_minibatch]  # the minibatch's envs
+                mb = env_inds[start:start + envs_per_minibatch]
                 _, new_logprob, entropy, new_value, _ = agent.get_action_and_value(
                     obs[:, mb], start_state[mb], episode_starts[:, mb], actions[:, mb])
-                mb_advantages = advantages[:, mb].reshape(-1)  # (T·N/M,), as the steps below
+                mb_advantages = advantages[:, mb].reshape(-1)
                 # Normalised per minibatch (core detail 7).
                 if args.norm_adv:
                     mb_advantages = ((mb_advantages - mb_advantages.mean())
@@ -535,7 +484,6 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                   for key in update_stats[0]}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
         errors_var, returns_var = (returns - values).var(), returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -549,10 +497,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # The tooling: guard rails, checkpoints.
+        if hook:
             hook(state(), losses)
     envs.close()
-    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
+    writer.flush()
     return state()
 
 

@@ -56,7 +56,7 @@ class Args:
     norm_returns: bool = False
     """normalise the batch's returns G_t to mean 0, std 1: a baseline and a rescaling"""
 
-    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
+    # --- the run (tooling.py, where importable, adds its own flags) ---
     seed: int = 1
     """seed ≥ 0 of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
@@ -66,21 +66,18 @@ class Args:
 
 
 def make_env(env_id: str, **kwargs) -> gym.Env:
-    """The one place where an environment is made: training, evaluation and the input checks
-    all call it. A wrapper or keyword argument added here applies everywhere (docs/own-env.md)."""
+    """The one place where an environment is made: training, evaluation and the checks call it."""
     return gym.make(env_id, **kwargs)
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # The step that ends an episode already returns the first observation of the next one.
-    # So no action is spent on a reset, and every step in the batch is a real transition.
+    # Same-step autoreset: no action is spent on a reset.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)  # infos["episode"], for the logs
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, and zero biases.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -95,51 +92,42 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 
 
 class Agent(nn.Module):
-    """The policy π_θ(a|s), a tanh MLP, and nothing else. Its output is the logits of a
-    Categorical (Discrete actions) or the mean of a diagonal Gaussian (Box actions)."""
+    """The policy π_θ(a|s), a tanh MLP: Categorical logits (Discrete) or a Gaussian mean (Box)."""
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
-        self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)  # first outputs near 0
+        self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,): the most likely one (Discrete), or
-        the mean μ_θ(s), not yet clipped to the bounds (Box). This policy has no memory, so the
-        memory it returns for the next call is none. Evaluation acts through this method alone."""
+        """The greedy action for one observation (obs_dim,), and None: this policy has no memory."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
-        """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
-        Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions are written out, so that their formulas are on the page.
+        """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,)."""
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # Independent action dimensions: log-probs add up over the last axis, as do entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
-                           - math.log(math.sqrt(2 * math.pi)))  # (B, act_dim)
+                           - math.log(math.sqrt(2 * math.pi)))
             logprob = log_density.sum(-1)
             # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
             entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
             return action, logprob, entropy
-        # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
         # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
-        logits = self.actor(obs)
+        logits = self.actor(obs)  # z: π_θ(a|s) is the softmax of z
         log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
         if action is None:
             action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
-        logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the taken action
+        logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)
         # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
         entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
         return action, logprob, entropy
@@ -152,9 +140,8 @@ def make_agent(args: Args, observation_space, action_space) -> Agent:
 
 
 def compute_returns(rewards, dones, gamma: float):
-    """Discounted rewards-to-go of every step of a rollout, each within its own episode. Both
-    rewards and dones have shape (T, N), time-major, or (T,) for one env. dones[t] = 1 at the last
-    step of each episode. The sum stops at the episode's end and never crosses into the next:
+    """Discounted rewards-to-go, each within its episode. rewards, dones: (T, N) time-major or (T,).
+    dones[t] = 1 at the last step of an episode. The sum never crosses into the next one:
 
         G_t = r_t + γ (1 − done_t) G_{t+1}   =   Σ_{l ≥ 0, within the episode} γ^l r_{t+l}
     """
@@ -167,11 +154,8 @@ def compute_returns(rewards, dones, gamma: float):
 
 
 def reinforce_loss(logprob, returns):
-    """The REINFORCE surrogate on a batch, as a loss to minimise. Inputs have shape (B,). Its
-    value is no measure of how well the policy performs: judge a run by its returns."""
-    # The estimate ĝ of ∇J from the batch's episodes τ ∈ D (Williams 1992, rewards-to-go form):
+    """The REINFORCE surrogate loss on inputs (B,). Its value is no measure of performance."""
     # math: \hat g = \frac{1}{|D|} \sum_\tau \sum_t \nabla_\theta \log \pi_\theta(a_t|s_t)\, G_t
-    # Unlike Sutton & Barto (§13.3), no γ^t weight: a late step counts as much as an early one.
     # The mean over B steps, not |D| episodes, rescales ĝ by |D|/B, which falls as episodes grow.
     # math: L(\theta) = -\frac{1}{B}\sum_t \log \pi_\theta(a_t|s_t)\, G_t
     # math: -\nabla_\theta L = \frac{|D|}{B}\, \hat g
@@ -179,35 +163,31 @@ def reinforce_loss(logprob, returns):
 
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
-    """Train with REINFORCE, log to TensorBoard, and return the loop's `state()` at the end.
-    `train(args)` is the whole algorithm. The tooling passes its own `writer` and `hook`."""
+    """Train and return the loop's `state()`. The tooling passes its own `writer` and `hook`."""
     # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
+    torch.set_num_threads(args.num_threads)
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
     action_space = envs.single_action_space
     agent = make_agent(args, envs.single_observation_space, action_space).to(device)
-    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code.
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
-    writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
+    writer = writer or SummaryWriter()
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-    global_step, episodic_returns = 0, []  # (step, return) of the episodes in a batch
+    global_step, episodic_returns = 0, []
 
-    # Everything the loop needs to go on from the end of an update, by name. Add here and below
-    # any state you add to the loop, such as a target network or a schedule's counter. Otherwise
-    # a resumed run goes on without it.
+    # The loop's state, by name. Add here and below any state you add, or a resume loses it.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer,
                 "envs": envs, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
+    if hook:
         loop = hook(state())
         agent, optimizer, envs = loop["agent"], loop["optimizer"], loop["envs"]
         global_step, episodic_returns = loop["global_step"], loop["episodic_returns"]
@@ -215,28 +195,22 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     start_time, start_step, last_print = time.time(), global_step, 0
     while global_step < args.total_timesteps:
         # --- rollout: complete episodes of the current policy π_θ, at least batch_size steps ---
-        # Every batch starts fresh episodes and plays each one to its end. Keeping only those
-        # that finish first would favour short episodes. A time-limit cut ends an episode too:
-        # with no critic, nothing can bootstrap the rewards it cuts off.
-        # The first reset seeds env i with seed + i. Later resets continue those random streams.
+        # Episodes play to their end. Keeping only those that finish first would favour short ones.
         next_obs_np, _ = envs.reset(seed=args.seed if global_step == 0 else None)
-        next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
+        next_obs_np = next_obs_np.astype(np.float32)
         iteration_start, batch_steps = global_step, 0
-        # NumPy while the rollout runs, one entry per step of the N envs. The mask keep marks the
-        # steps that enter the batch: env i's, up to the end of its last episode in the batch.
+        # One entry per step of the N envs. keep marks the steps that enter the batch.
         obs_np, actions_np, rewards_np, dones_np, keep_np = [], [], [], [], []
-        collecting = np.ones(args.num_envs, dtype=bool)  # Env i's episode goes into the batch.
-        # Collecting needs no gradient, because the update recomputes log π.
-        with torch.inference_mode():
+        collecting = np.ones(args.num_envs, dtype=bool)
+        with torch.inference_mode():  # no gradient: the update recomputes log π
             while collecting.any():
                 global_step += args.num_envs
                 obs_np.append(next_obs_np)
-                next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
+                next_obs = torch.from_numpy(next_obs_np).to(device)
                 action, _, _ = agent.get_action(next_obs)
                 action_np = action.cpu().numpy()
                 actions_np.append(action_np)
-                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
-                # keeps the sample itself, whose log-probability is the one the gradient needs.
+                # The env gets a Gaussian sample clipped. The gradient needs log π of the raw one.
                 env_action = action_np
                 if agent.continuous:
                     env_action = np.clip(action_np, action_space.low, action_space.high)
@@ -246,13 +220,13 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                 keep_np.append(collecting.copy())
                 next_obs_np = next_obs_np.astype(np.float32)
                 batch_steps += collecting.sum()
-                for i in np.flatnonzero(dones_np[-1] & collecting):  # batch episodes that ended
+                for i in np.flatnonzero(dones_np[-1] & collecting):
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)
                     episodic_returns.append((global_step, float(episode_return)))
-                    collecting[i] = batch_steps < args.batch_size  # start another episode?
-                if global_step >= args.total_timesteps and not episodic_returns:  # no end at all
+                    collecting[i] = batch_steps < args.batch_size
+                if global_step >= args.total_timesteps and not episodic_returns:
                     raise SystemExit(f"reinforce.py: error: no episode of {args.env_id} ended in "
                                      "--total-timesteps steps; REINFORCE learns from complete "
                                      "episodes: in make_env, give the env a time limit: "
@@ -262,10 +236,9 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         obs, actions, rewards, dones, keep = (
             torch.tensor(np.array(x), device=device)  # (T, N, ...), T the rollout's length
             for x in (obs_np, actions_np, rewards_np, dones_np, keep_np))
-        returns = compute_returns(rewards.float(), dones.float(), args.gamma)  # (T, N)
+        returns = compute_returns(rewards.float(), dones.float(), args.gamma)
         b_obs, b_actions, b_returns = obs[keep], actions[keep], returns[keep]  # (B, ...)
         if args.norm_returns:
-            # The batch mean is a baseline. Dividing by the std only rescales the step.
             b_returns = (b_returns - b_returns.mean()) / (b_returns.std() + 1e-8)
 
         # --- update: one policy-gradient step on θ ---
@@ -274,8 +247,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         optimizer.zero_grad()
         pg_loss.backward()
         optimizer.step()
-        # How far the one step moved the policy: the k3 estimate of KL[π_old ‖ π_θ], with
-        # r = π_θ / π_old.
+        # How far the step moved π: the k3 estimate of KL[π_old ‖ π_θ], with r = π_θ / π_old.
         # math: k_3 = \mathbb{E}_t[(r_t - 1) - \log r_t]
         with torch.no_grad():
             _, new_logprob, _ = agent.get_action(b_obs, b_actions)
@@ -287,7 +259,6 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                   "approx_kl": approx_kl.item()}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # The share of the steps taken that entered the batch.
         batch_fraction = batch_steps / (global_step - iteration_start)
         writer.add_scalar("charts/batch_fraction", batch_fraction, global_step)
         sps = (global_step - start_step) / (time.time() - start_time)
@@ -299,10 +270,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int(max(args.total_timesteps - global_step, 0) / sps)
             print(f"step {global_step:>9,}/{args.total_timesteps:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # The tooling: guard rails, checkpoints.
+        if hook:
             hook(state(), losses)
     envs.close()
-    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
+    writer.flush()
     return state()
 
 

@@ -4,22 +4,26 @@ checkpoints and --resume, guard rails, evaluation and --eval-checkpoint, video, 
     python ppo_discrete.py --help      # a script with this file beside it (or on the path)
     python ppo_discrete.py --resume runs/<run>/checkpoint.pt --total-timesteps 1000000
 
-A script runs alone: its `__main__` calls `train(tyro.cli(Args))`. With this file importable, the
-script hands itself to `cli`, and `main` adds the tooling around `train`, through its `writer`
-and `hook` arguments. `train` calls nothing here.
+A script also runs alone: where this file cannot be imported, its `__main__` calls
+`train(tyro.cli(Args))`. With this file importable, the script hands itself to `cli`, and `main`
+adds the tooling around `train`, through its `writer` and `hook` arguments. `train` calls nothing
+here.
 
 What a script offers, by name (what differs between the scripts):
 - `ALGORITHM, RELEASE`: the pgref script it is, or was copied from, and its release. A script of
   another release than this file is refused in one line.
 - `SPACES`: the observations it takes ("vector" or "image") and its actions ("Discrete", "Box",
-  or "Discrete or Box"). Other spaces are refused in one line that says what to do.
+  or "Discrete or Box"). Other spaces are refused in one line, with what to do where a wrapper or
+  another script fits.
 - `Args`, `make_env(env_id, **kwargs)` and `train(args, writer, hook)`. `train` calls `hook`
   with its `state()` dict at its start, and with the state and the update's losses after each
-  update.
+  update. It goes on with the dict that the first call returns, and returns its state at the end.
+  The tooling needs the state's "agent", "envs" and "global_step", and the flags env_id, seed,
+  cuda, total_timesteps, and num_envs with num_steps (or batch_size).
 - `make_agent(args, observation_space, action_space)`: the Agent that a model.pt's weights load
   into. The tooling acts with `agent.greedy_action(obs, memory)` alone.
-- Optionally, a wrapper with `pickles_state = True` in `make_env`: envs that pickle their own
-  state (ALE's). Such envs are kept in a checkpoint, and a resume goes on mid-episode.
+- Optionally, a wrapper in `make_env` that has an attribute `pickles_state`: envs that pickle
+  their own state (ALE's). Such envs are kept in a checkpoint, and a resume goes on mid-episode.
 """
 
 import ast
@@ -159,40 +163,34 @@ def check_flags(script, args):
 
 
 def check_spaces(script, args, env):
-    """Refuse an env whose spaces the script does not take, in one line that says what to do."""
-    observations, actions = script.SPACES
-    space = env.observation_space
-    if observations == "image" and (not isinstance(space, gym.spaces.Box) or len(space.shape) != 3):
-        fail(f"{args.env_id} has observations {space}; the script takes images, (H, W, C)" + (
-            ": for vectors use ppo_discrete.py" if isinstance(space, gym.spaces.Box)
-            and len(space.shape) == 1 else ""))
-    vector = isinstance(space, gym.spaces.Box) and len(space.shape) == 1
-    if observations == "vector" and not vector:
+    """Refuse an env whose spaces the script does not take, in one line, with what to do where a
+    wrapper or another script fits."""
+    observations, actions = script.SPACES  # ("vector" or "image", "Discrete", "Box" or both)
+    space, flat = env.observation_space, lambda s: isinstance(s, gym.spaces.Box) and len(s.shape)
+    if observations == "image" and flat(space) != 3:
+        fail(f"{args.env_id} has observations {space}; the script takes images, (H, W, C)"
+             + (": for vectors use ppo_discrete.py" if flat(space) == 1 else ""))
+    if observations == "vector" and flat(space) != 1:
         fail(f"{args.env_id} has observations {space}; the script takes vectors: " + (
-            "images are out of its scope" if isinstance(space, gym.spaces.Box) else "in make_env, "
-            "wrap the env in gym.wrappers.FlattenObservation(env)"))
-    space, flat_box = env.action_space, isinstance(env.action_space, gym.spaces.Box)
-    flat_box = flat_box and len(space.shape) == 1
-    if actions == "Discrete" and isinstance(space, gym.spaces.Discrete) and space.start != 0:
+            "images are out of its scope" if flat(space) else "in make_env, wrap the env in "
+            "gym.wrappers.FlattenObservation(env)"))
+    space = env.action_space
+    kind = "Discrete" if isinstance(space, gym.spaces.Discrete) else "Box" * (flat(space) == 1)
+    if kind == "Discrete" and space.start != 0 and kind in actions:
         fail(f"{args.env_id} has actions {space}; the script needs them to start at 0: in "
              f"make_env, wrap the env in gym.wrappers.TransformAction(env, lambda a: a + "
              f"{space.start}, gym.spaces.Discrete({space.n}))")
-    if actions == "Discrete" and not isinstance(space, gym.spaces.Discrete):
-        fail(f"{args.env_id} has actions {space}; the script needs Discrete(n)" + (
-            ": for Box actions use ppo_continuous.py" if flat_box else
-            ", and no pgref script takes this space (they take Discrete(n) or a flat Box)"))
-    if actions == "Box" and not flat_box:
-        fail(f"{args.env_id} has actions {space}; the script needs a flat Box" + (
-            ": for Discrete actions use ppo_discrete.py" if isinstance(space, gym.spaces.Discrete)
-            else ", and no pgref script takes this space (they take Discrete(n) or a flat Box)"))
-    if actions == "Discrete or Box" and not (isinstance(space, gym.spaces.Discrete) or flat_box):
-        fail(f"{args.env_id} has actions {space}, which no pgref script takes: this one needs "
-             "Discrete(n) or a flat Box")
+    if not kind or kind not in actions:
+        needs = actions.replace("Discrete", "Discrete(n)").replace("Box", "a flat Box")
+        fail(f"{args.env_id} has actions {space}; the script needs {needs}" + (
+            f": for {kind} actions use {'ppo_discrete' if kind == 'Discrete' else 'ppo_continuous'}"
+            ".py" if kind else ", and no pgref script takes this space (they take Discrete(n) or "
+            "a flat Box)"))
 
 
 def check_args(script, args):
-    """Refuse a bad setup before anything is built, in one line that names the failed check.
-    Warn of what may go wrong."""
+    """Refuse a bad setup before the run starts, in one line that names the failed check. Warn
+    of what may go wrong."""
     # Gymnasium before 1.1 has no SAME_STEP autoreset. Its vector RecordEpisodeStatistics in
     # 1.1-1.3 logs every episode after an env's first one step short, without its first reward.
     if tuple(map(int, gym.__version__.split(".")[:2])) < (1, 4):
@@ -235,13 +233,13 @@ class EnvGuard(gym.vector.VectorWrapper):
     def reset(self, **kwargs):
         try:
             return self.env.reset(**kwargs)
-        except Exception as error:  # `main` names it in one line.
+        except Exception as error:  # `Run.train` names it in one line.
             raise FloatingPointError(f"its reset raised {type(error).__name__}: {error}") from error
 
     def step(self, actions):
         try:
             out = obs, rewards, _, _, infos = self.env.step(actions)
-        except Exception as error:  # `main` names it in one line.
+        except Exception as error:  # `Run.train` names it in one line.
             raise FloatingPointError(f"its step raised {type(error).__name__}: {error}") from error
         for culprit, values in ("observation", [obs, *infos.get("final_obs", [])]), (
                 "reward", [rewards]):
@@ -268,7 +266,7 @@ def write(content, path):
             os.remove(path + ".tmp")
 
 
-def unframe(path, resume):
+def unframe(path, resume, reader):
     """The torch.save bytes of a file `write` wrote, or a one-line refusal: not pgref's, damaged,
     or of another file format (with the command that reads it)."""
     if os.path.isdir(path):
@@ -290,9 +288,9 @@ def unframe(path, resume):
              "the one saved with it")
     version, release = (trailer.decode() if framed else old[0]).split()
     if version != str(FORMAT):  # A command that works in any clone of main, where one is known.
-        reader = f"git checkout {COMMITS[release]}" if release in COMMITS else f"pgref {release}"
-        fail(f"{path} was written by pgref {release} (file format {version}), and tooling.py "
-             f"of pgref {RELEASE} reads format {FORMAT}: {reader} reads it")
+        command = f"git checkout {COMMITS[release]}" if release in COMMITS else f"pgref {release}"
+        fail(f"{path} was written by pgref {release} (file format {version}), and {reader}.py "
+             f"of pgref {RELEASE} reads format {FORMAT}: {command} reads it")
     return content[6:]
 
 
@@ -303,7 +301,8 @@ def load(script, path, resume):
     script's policy is refused, naming the script to use. A file whose name starts with
     "checkpoint" holds pickled objects, and unpickling runs code: give only files of your own
     runs. Any other file is read as a model.pt: tensors, numbers and strings, safe to load."""
-    content, me = unframe(path, resume), name(script)
+    me = name(script)
+    content = unframe(path, resume, me)
     try:
         pickled = resume or os.path.basename(path).startswith("checkpoint")
         saved = torch.load(io.BytesIO(content), weights_only=not pickled,
@@ -463,10 +462,10 @@ def main(script, args=None) -> dict:
         if args.eval_checkpoint:
             try:
                 agent = load_agent(script, path, args)
+                return {"eval_returns": evaluate(script, agent, args, os.path.dirname(path))}
             except RuntimeError as error:  # Weights that do not fit: torch's line, first misfit.
                 first = " ".join(str(error).split("\n\t")[:2])
                 fail(f"--eval-checkpoint {path}: {first}")
-            return {"eval_returns": evaluate(script, agent, args, os.path.dirname(path))}
         return Run(script, args, saved, path).train()
 
 
@@ -545,8 +544,8 @@ class Run:
 
     def hook(self, state, losses=None):
         """`train`'s hook. At its start (no `losses`): `start`. After each update: stop on a NaN
-        or inf loss or weight, warn of a collapsed policy, and save every --checkpoint-every
-        updates."""
+        or inf loss or weight, warn of a collapsed policy, save every --checkpoint-every updates,
+        and stop on a signal whose KeyboardInterrupt was lost."""
         if losses is None:
             return self.start(state)
         weights = torch.nn.utils.parameters_to_vector(state["agent"].parameters()).detach()
@@ -603,7 +602,7 @@ class Run:
                 write(dict(files, state=kept), f"{folder}/checkpoint.pt")
                 self.written["checkpoint.pt"] = state["global_step"]
                 return
-            except OSError:  # A full disk: `main` stops the run and says what is on disk.
+            except OSError:  # A full disk: `Run.train` stops the run and says what is on disk.
                 raise
             except Exception as error:  # An object that does not pickle: a lambda, a local class.
                 failure = error
@@ -653,8 +652,7 @@ def cli(path):
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
     script_name = os.path.basename(path).removesuffix(".py")
-    try:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:  # sys.path[0] is the script's folder
         main(importlib.import_module(script_name))
     except KeyboardInterrupt as error:  # Before training, or in an --eval-checkpoint evaluation.
         why, code = interrupted(error, "before training or in an evaluation")

@@ -17,15 +17,8 @@
     python trpo.py --eval-checkpoint runs/<run>/model.pt --capture-video  # (tooling)
     tensorboard --logdir runs
 
-Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
-
-What changes from vpg.py, one idea: a bounded step, and only the policy's update. TRPO bounds
-how far one update moves the policy. It maximises the surrogate L(θ) = E[π_θ/π_θ_old · Â]
-subject to a mean KL[π_θ_old ‖ π_θ] ≤ δ (`trpo_step`). The policy has no optimiser and no step
-size α: δ takes the place of `--learning-rate`. The critic, the rollout, GAE and the budget are
-vpg.py's, with its defaults.
-
-The page of this step is docs/vpg-to-trpo.html."""
+What changes from vpg.py, one idea: a bounded step, and only the policy's update. TRPO maximises
+the surrogate L(θ) = E[π_θ/π_θ_old · Â] subject to a mean KL[π_θ_old ‖ π_θ] ≤ δ (`trpo_step`)."""
 
 import copy
 import functools
@@ -72,7 +65,7 @@ class Args:
     gae_lambda: float = 0.97
     """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
 
-    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
+    # --- the run (tooling.py, where importable, adds its own flags) ---
     seed: int = 1
     """seed ≥ 0 of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
@@ -82,22 +75,17 @@ class Args:
 
 
 def make_env(env_id: str, **kwargs) -> gym.Env:
-    """The one place where an environment is made: training, evaluation and the input checks
-    all call it. A wrapper or keyword argument added here applies everywhere (docs/own-env.md)."""
     return gym.make(env_id, **kwargs)
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # The step that ends an episode already returns the first observation of the next one.
-    # The real last observation is in infos["final_obs"], to bootstrap a truncated episode.
+    # SAME_STEP: an episode's real last observation is in infos["final_obs"], for the bootstrap.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)  # infos["episode"], for the logs
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, and zero biases.
-    # The policy head takes 0.01, so that its first outputs are near 0. V takes 1.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -112,80 +100,66 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 
 
 class Agent(nn.Module):
-    """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
-    units. The actor's output is the logits of a Categorical (Discrete actions) or the mean of a
-    diagonal Gaussian (Box actions), whose log-std is a learned vector independent of the state."""
-
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
+        return self.critic(obs).squeeze(-1)
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,): the most likely one (Discrete), or
-        the mean μ_θ(s), not yet clipped to the bounds (Box). This policy has no memory, so the
-        memory it returns for the next call is none. Evaluation acts through this method alone."""
+        """For one obs: the likeliest action (Discrete), or the unclipped mean μ_θ(s) (Box)."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
         Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions are written out, so that their formulas are on the page.
         if self.continuous:
-            mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
-            std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
+            mean = self.actor(obs)
+            std = self.actor_logstd.exp().expand_as(mean)
             if action is None:
                 action = torch.normal(mean, std)
             # Independent action dimensions: log-probs add up over the last axis, as do entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
-                           - math.log(math.sqrt(2 * math.pi)))  # (B, act_dim)
+                           - math.log(math.sqrt(2 * math.pi)))
             logprob = log_density.sum(-1)
             # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
             entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
             return action, logprob, entropy
-        # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
         # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
         logits = self.actor(obs)
-        log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
+        log_pi = logits - logits.logsumexp(-1, keepdim=True)
         if action is None:
             action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
-        logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the taken action
+        logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)
         # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
         entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
         return action, logprob, entropy
 
 
 def make_agent(args: Args, observation_space, action_space) -> Agent:
-    """The Agent for these spaces and flags: `train` builds it so, and tooling.py too."""
     return Agent(observation_space.shape[0], action_space, args.hidden_size)
 
 
-
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
-    """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
-    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
-    observation that really followed step t. Returns (advantages, returns), both (T, N).
+    """GAE (Schulman et al. 2016, eq. 16). Inputs (T, N), time-major. Returns (advantages, returns).
+    next_values[t] = V(s_{t+1}) is the value of the observation that really followed step t.
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
         A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
     """
-    # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
     advantages = torch.zeros_like(rewards)
-    next_advantage = torch.zeros_like(rewards[0])  # A_{t+1}, shape (N,)
+    next_advantage = torch.zeros_like(rewards[0])
     for t in reversed(range(rewards.shape[0])):
         next_advantage = deltas[t] + gamma * gae_lambda * not_dones[t] * next_advantage
         advantages[t] = next_advantage
@@ -201,12 +175,10 @@ def surrogate(logprob, old_logprob, advantages):
 
 
 def mean_kl(agent, obs, old):
-    """The mean over a batch of states (B, obs_dim) of KL[π_old(·|s) ‖ π_θ(·|s)], in closed form:
-    a scalar, 0 at θ = θ_old. `old` is a copy of the agent at θ_old. Its weights never change."""
-    out, old_out = agent.actor(obs), old.actor(obs)  # the Gaussians' means μ(s), or the logits z
+    """Mean KL[π_old(·|s) ‖ π_θ(·|s)] over obs (B, obs_dim), in closed form. `old` is at θ_old."""
+    out, old_out = agent.actor(obs), old.actor(obs)
     if agent.continuous:
         logstd, old_logstd = agent.actor_logstd, old.actor_logstd
-        # Per action dimension j. The dimensions are independent, so the KLs add up:
         # math: \mathrm{KL}_j = \log\sigma_j - \log\sigma_{old,j}
         # math: \qquad + (\sigma_{old,j}^2 + (\mu_{old,j} - \mu_j)^2) / (2\sigma_j^2) - \tfrac12
         kl = (logstd - old_logstd - 0.5
@@ -219,7 +191,6 @@ def mean_kl(agent, obs, old):
 
 
 def flat_grad(output, params, **kwargs):
-    """∇_θ output as one flat vector (n,), θ = `params`. kwargs go to torch.autograd.grad."""
     return nn.utils.parameters_to_vector(torch.autograd.grad(output, params, **kwargs))
 
 
@@ -237,7 +208,7 @@ def conjugate_gradient(matrix_vector_product, b, iters):
     x, r, p = torch.zeros_like(b), b, b  # Residual r = b − A x, search direction p.
     r_dot_r = r @ r
     for _ in range(iters):
-        if r_dot_r < 1e-10:  # x is as good as exact: another step would divide near-0 by near-0.
+        if r_dot_r < 1e-10:
             break
         Ap = matrix_vector_product(p)
         # math: \alpha = r^\top r / p^\top A p
@@ -250,7 +221,7 @@ def conjugate_gradient(matrix_vector_product, b, iters):
     return x
 
 
-@torch.no_grad()  # No gradient: the line search only sets θ and measures L and the KL.
+@torch.no_grad()
 def line_search(params, full_step, acceptable, backtrack_coef, backtrack_iters):
     """Try θ = θ_old + b^k · full_step, b = backtrack_coef, for k = 0, 1, ..., backtrack_iters − 1.
     Keep the first θ that `acceptable()` accepts and return k, or else θ_old and backtrack_iters."""
@@ -269,9 +240,9 @@ def trpo_step(agent, params, obs, actions, advantages, args):
     _, logprob, entropy = agent.get_action(obs, actions)
     old_logprob = logprob.detach()
     old = copy.deepcopy(agent)  # π_θ_old, fixed for this update
-    objective = surrogate(logprob, old_logprob, advantages)  # L(θ_old)
-    g = flat_grad(objective, params)  # (n,): vpg.py's policy gradient
-    fvp = fisher_vector_product(mean_kl(agent, obs, old), params, args.cg_damping)  # v ↦ (H+cI)v
+    objective = surrogate(logprob, old_logprob, advantages)
+    g = flat_grad(objective, params)
+    fvp = fisher_vector_product(mean_kl(agent, obs, old), params, args.cg_damping)
     x = conjugate_gradient(fvp, g, 10)  # x ≈ (H + cI)⁻¹g, the damped natural gradient
     # The longest step along x that the quadratic model of the KL keeps inside the region:
     # math: \tfrac12 \beta^2 x^\top(H+cI)x = \delta \iff \beta = \sqrt{2\delta / x^\top(H+cI)x}
@@ -282,86 +253,75 @@ def trpo_step(agent, params, obs, actions, advantages, args):
         return (mean_kl(agent, obs, old) <= args.max_kl
                 and surrogate(new_logprob, old_logprob, advantages) > objective)
 
-    backtracks = line_search(params, full_step, acceptable, 0.8, 10)  # 0.8^k · full_step, k = 0..9
-    kl = mean_kl(agent, obs, old).item()  # The mean KL reached, exact over the actions: losses/kl
+    backtracks = line_search(params, full_step, acceptable, 0.8, 10)
+    kl = mean_kl(agent, obs, old).item()
     return {"kl": kl, "backtracks": backtracks, "entropy": entropy.mean().item(),
-            "step_accepted": float(backtracks < 10)}  # 0: every try rejected, θ stayed θ_old
+            "step_accepted": float(backtracks < 10)}
 
 
 def value_loss(value, returns):
-    """Mean squared error of the critic against its targets. Inputs have shape (B,)."""
     # math: L^{V}(\phi) = \frac{1}{B}\sum_t \big(V_\phi(s_t) - \hat R_t\big)^2
     return ((value - returns) ** 2).mean()
 
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
-    """Train with TRPO, log to TensorBoard, and return the loop's `state()` at the end.
-    `train(args)` is the whole algorithm. The tooling passes its own `writer` and `hook`."""
     batch_size = args.num_envs * args.num_steps
     num_iterations = args.total_timesteps // batch_size
     # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
+    torch.set_num_threads(args.num_threads)
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = make_agent(args, envs.single_observation_space, action_space).to(device)
-    # Only the critic has an optimiser. Adam's ε is 1e-5, not 1e-8, as in PPO's reference code.
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
                                     fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs. The whole rollout becomes tensors once, before GAE.
-    shape = (args.num_steps, args.num_envs)  # (T, N)
+    shape = (args.num_steps, args.num_envs)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, *action_space.shape),
                           dtype=np.float32 if agent.continuous else np.int64)
-    # final_values: V(final obs) at the steps where an episode was truncated
     values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
         np.zeros(shape, dtype=np.float32) for _ in range(5))
 
-    writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
+    writer = writer or SummaryWriter()
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
+    global_step, episodic_returns, next_obs_np = 0, [], None
 
-    # Everything the loop needs to go on from the end of an update, by name. Add here and below
-    # any state you add to the loop, such as a target network or a schedule's counter. Otherwise
-    # a resumed run goes on without it.
     def state() -> dict:
         return {"agent": agent, "vf_optimizer": vf_optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
+    if hook:
         loop = hook(state())
         agent, vf_optimizer, envs = loop["agent"], loop["vf_optimizer"], loop["envs"]
         next_obs_np, global_step = loop["next_obs"], loop["global_step"]
         episodic_returns = loop["episodic_returns"]
         torch.set_rng_state(loop["rng"])
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
-    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
-        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
-        next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
+    if next_obs_np is None:
+        next_obs_np, _ = envs.reset(seed=args.seed)
+        next_obs_np = next_obs_np.astype(np.float32)
     start_time, start_step, last_print = time.time(), global_step, 0
-    steps_accepted = 0  # Updates whose line search accepted a step. None gets a warning.
+    steps_accepted = 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient, because the update recomputes log π and V.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
                 obs_np[step] = next_obs_np
-                next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
+                next_obs = torch.from_numpy(next_obs_np).to(device)
                 action, _, _ = agent.get_action(next_obs)
                 value = agent.get_value(next_obs)
                 action_np = action.cpu().numpy()
                 actions_np[step], values_np[step] = action_np, value.cpu().numpy()
-                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
-                # keeps the sample itself, whose log-probability is the one the gradient needs.
+                # Box: the env gets the sample clipped. The gradient needs the sample's own log π.
                 env_action = action_np
                 if agent.continuous:
                     env_action = np.clip(action_np, action_space.low, action_space.high)
@@ -374,7 +334,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                     final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
-                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
+                for i in np.flatnonzero(infos.get("_episode", [])):
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)
@@ -388,16 +348,12 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         with torch.no_grad():
             next_obs = torch.from_numpy(next_obs_np).to(device)
             next_value = agent.get_value(next_obs)  # V(s_T), (N,): for paths cut by the batch end
-        # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
-        # truncated. After a termination it is the reset observation's value, masked in GAE.
+        # V(s_{t+1}): the next stored value, or V(final obs) where the episode was truncated.
         next_values = torch.cat([values[1:], next_value[None]])
         next_values = torch.where(truncations.bool(), final_values, next_values)
         advantages, _ = compute_gae(rewards, values, next_values, terminations, truncations,
                                     args.gamma, args.gae_lambda)
-        # The critic regresses on the discounted rewards-to-go, bootstrapped the same way, as in
-        # Spinning Up: GAE's returns with λ = 1. Let k be the number of steps from t to the end of
-        # the episode or of the batch, whichever comes first. Then V(s_{t+k}) is V(final obs)
-        # after a truncation, V(s_T) at the batch's end, and 0 after a termination:
+        # The critic's targets R̂: GAE's returns with λ = 1, bootstrapped the same way.
         # math: \hat R_t = \sum_{l=0}^{k-1} \gamma^l r_{t+l} + \gamma^k V(s_{t+k})
         _, returns = compute_gae(rewards, values, next_values, terminations, truncations,
                                  args.gamma, 1.0)
@@ -406,8 +362,6 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         b_obs, b_actions = obs.reshape(-1, obs_dim), actions.reshape(-1, *action_space.shape)
         b_values, b_returns = values.reshape(-1), returns.reshape(-1)
         b_advantages = advantages.reshape(-1)
-        # The batch mean is a baseline. Dividing by the std changes nothing in the step, whose
-        # length δ sets.
         b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
         # --- update: one trust-region step on θ, then vf_iters critic steps on φ ---
@@ -425,7 +379,6 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         losses = {**stats, "value_loss": torch.stack(v_losses).mean().item()}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -438,13 +391,13 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # The tooling: guard rails, checkpoints.
+        if hook:
             hook(state(), losses)
     if global_step > start_step and not steps_accepted:
         print("warning: the line search rejected the step of every update: the policy never "
               "moved (a zero gradient? is every advantage 0?)", file=sys.stderr)
     envs.close()
-    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
+    writer.flush()
     return state()
 
 

@@ -17,10 +17,8 @@
     tensorboard --logdir runs
 
 What changes from vpg_3_gae.py, one idea: advantages normalised over the batch. Â is always
-normalised to mean 0 and std 1 over the batch, as Spinning Up does. The mean is a baseline. The
-std only rescales each batch's gradient, to a scale that no longer drifts with the size of the
-returns. The five steps from reinforce.py are on docs/reinforce-to-vpg.html.
-"""
+normalised to mean 0 and std 1 over the batch. The mean is a baseline. The std only rescales each
+batch's gradient, to a scale that no longer drifts with the size of the returns."""
 
 import functools
 import math
@@ -63,7 +61,7 @@ class Args:
     gae_lambda: float = 0.97
     """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
 
-    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
+    # --- the run (tooling.py, where importable, adds its own flags) ---
     seed: int = 1
     """seed ≥ 0 of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
@@ -73,22 +71,18 @@ class Args:
 
 
 def make_env(env_id: str, **kwargs) -> gym.Env:
-    """The one place where an environment is made: training, evaluation and the input checks
-    all call it. A wrapper or keyword argument added here applies everywhere (docs/own-env.md)."""
+    """The one place where an environment is made: training, evaluation and the checks call it."""
     return gym.make(env_id, **kwargs)
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # The step that ends an episode already returns the first observation of the next one.
-    # The real last observation is in infos["final_obs"], to bootstrap a truncated episode.
+    # Same-step autoreset: no action is spent on a reset.
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    return gym.wrappers.vector.RecordEpisodeStatistics(envs)  # infos["episode"], for the logs
+    return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights scaled by `std`, and zero biases.
-    # The policy head takes 0.01, so that its first outputs are near 0. V takes 1.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -103,56 +97,47 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 
 
 class Agent(nn.Module):
-    """Actor π_θ(a|s) and critic V_φ(s), each a tanh MLP with two hidden layers of --hidden-size
-    units. The actor's output is the logits of a Categorical (Discrete actions) or the mean of a
-    diagonal Gaussian (Box actions), whose log-std is a learned vector independent of the state."""
+    """Actor π_θ(a|s) and critic V_φ(s), tanh MLPs. The actor outputs Categorical logits (Discrete)
+    or the mean of a diagonal Gaussian with a learned log-std vector (Box)."""
 
     def __init__(self, obs_dim: int, action_space: gym.Space, hidden_size: int = 64):
         super().__init__()
-        # The one place where the action space decides the policy head.
         self.continuous = isinstance(action_space, gym.spaces.Box)
         act_dim = action_space.shape[0] if self.continuous else int(action_space.n)
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
         if self.continuous:
-            # log σ = −0.5 at the start, so σ ≈ 0.61, as in Spinning Up's VPG.
             self.actor_logstd = nn.Parameter(torch.full((act_dim,), -0.5))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
+        return self.critic(obs).squeeze(-1)
 
     def greedy_action(self, obs, memory=None):
-        """The greedy action for one observation (obs_dim,): the most likely one (Discrete), or
-        the mean μ_θ(s), not yet clipped to the bounds (Box). This policy has no memory, so the
-        memory it returns for the next call is none. Evaluation acts through this method alone."""
+        """The greedy action for one observation (obs_dim,), and None: this policy has no memory."""
         out = self.actor(torch.as_tensor(obs, dtype=torch.float32)).detach().numpy()
         return out if self.continuous else int(out.argmax()), None
 
     def get_action(self, obs: torch.Tensor, action: torch.Tensor | None = None):
-        """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,).
-        Samples an action unless one is given (the update re-evaluates stored actions)."""
-        # Both distributions are written out, so that their formulas are on the page.
+        """obs (B, obs_dim) -> action (B,) or (B, act_dim), log π(a|s) (B,), entropy (B,)."""
         if self.continuous:
             mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
             std = self.actor_logstd.exp().expand_as(mean)  # σ, (B, act_dim): state-independent
             if action is None:
                 action = torch.normal(mean, std)
-            # Independent action dimensions: log-probs add up over the last axis, as do entropies.
             # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
             # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
             log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
-                           - math.log(math.sqrt(2 * math.pi)))  # (B, act_dim)
+                           - math.log(math.sqrt(2 * math.pi)))
             logprob = log_density.sum(-1)
             # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
             entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
             return action, logprob, entropy
-        # The actor's outputs z are logits: π_θ(a|s) is the softmax of z.
         # math: \log \pi_\theta(a|s) = z_a - \log \textstyle\sum_b e^{z_b}
-        logits = self.actor(obs)
+        logits = self.actor(obs)  # z: π_θ(a|s) is the softmax of z
         log_pi = logits - logits.logsumexp(-1, keepdim=True)  # log π(·|s), (B, n_actions)
         if action is None:
             action = torch.multinomial(log_pi.softmax(-1), 1, replacement=True).squeeze(-1)
-        logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)  # log π(a|s) of the taken action
+        logprob = log_pi.gather(-1, action[:, None]).squeeze(-1)
         # math: H[\pi_\theta(\cdot|s)] = -\textstyle\sum_a \pi_\theta(a|s) \log \pi_\theta(a|s)
         entropy = -(log_pi * log_pi.softmax(-1)).sum(-1)
         return action, logprob, entropy
@@ -165,14 +150,11 @@ def make_agent(args: Args, observation_space, action_space) -> Agent:
 
 
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
-    """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
-    All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the
-    observation that really followed step t. Returns (advantages, returns), both (T, N).
+    """Generalised advantage estimation (Schulman et al. 2016, eq. 16). Tensors in and out are
+    (T, N). next_values[t] = V(s_{t+1}) is the value of the observation that really followed step t.
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
-        A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0
-    """
-    # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
+        A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0"""
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
     advantages = torch.zeros_like(rewards)
@@ -185,8 +167,7 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 def vpg_loss(logprob, advantages):
     """The policy-gradient surrogate on a batch of B steps, as a loss to minimise. Inputs have
-    shape (B,). Its value is no measure of how well the policy performs: judge a run by its
-    returns."""
+    shape (B,). Its value is no measure of how well the policy performs."""
     # math: L^{PG}(\theta) = -\frac{1}{B}\sum_{t} \log \pi_\theta(a_t|s_t)\, \hat A_t
     # math: -\nabla_\theta L^{PG} = \frac{1}{B}\sum_t \nabla_\theta\log\pi_\theta(a_t|s_t)\,\hat A_t
     return -(logprob * advantages).mean()
@@ -199,74 +180,65 @@ def value_loss(value, returns):
 
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
-    """Train with VPG, log to TensorBoard, and return the loop's `state()` at the end.
-    `train(args)` is the whole algorithm. The tooling passes its own `writer` and `hook`."""
+    """Train with VPG, log to TensorBoard, and return the loop's `state()` at the end."""
     batch_size = args.num_envs * args.num_steps
     num_iterations = args.total_timesteps // batch_size
     # --- seeding: Python, NumPy, torch (action sampling) and the envs ---
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
+    torch.set_num_threads(args.num_threads)
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
     obs_dim, action_space = envs.single_observation_space.shape[0], envs.single_action_space
     agent = make_agent(args, envs.single_observation_space, action_space).to(device)
-    # Two optimisers, as in Spinning Up: actor and critic have their own step sizes and counts.
-    # Adam's ε is 1e-5, not 1e-8, as in PPO's reference code.
     policy_params = [p for name, p in agent.named_parameters() if not name.startswith("critic")]
     pi_optimizer = torch.optim.Adam(policy_params, lr=args.learning_rate, eps=1e-5, fused=True)
     vf_optimizer = torch.optim.Adam(agent.critic.parameters(), lr=args.vf_learning_rate, eps=1e-5,
                                     fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    # NumPy arrays while the rollout runs. The whole rollout becomes tensors once, before GAE.
-    shape = (args.num_steps, args.num_envs)  # (T, N)
+    shape = (args.num_steps, args.num_envs)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, *action_space.shape),
                           dtype=np.float32 if agent.continuous else np.int64)
-    # final_values: V(final obs) at the steps where an episode was truncated
     values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
         np.zeros(shape, dtype=np.float32) for _ in range(5))
 
-    writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
+    writer = writer or SummaryWriter()
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
+    global_step, episodic_returns, next_obs_np = 0, [], None
 
-    # Everything the loop needs to go on from the end of an update, by name. Add here and below
-    # any state you add to the loop, such as a target network or a schedule's counter. Otherwise
-    # a resumed run goes on without it.
+    # The loop's state, by name. Add here and below any state you add, or a resume loses it.
     def state() -> dict:
         return {"agent": agent, "pi_optimizer": pi_optimizer, "vf_optimizer": vf_optimizer,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
+    if hook:
         loop = hook(state())
         agent, pi_optimizer = loop["agent"], loop["pi_optimizer"]
         vf_optimizer, envs, next_obs_np = loop["vf_optimizer"], loop["envs"], loop["next_obs"]
         global_step, episodic_returns = loop["global_step"], loop["episodic_returns"]
         torch.set_rng_state(loop["rng"])
-    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
-        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
-        next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
+    if next_obs_np is None:
+        next_obs_np, _ = envs.reset(seed=args.seed)
+        next_obs_np = next_obs_np.astype(np.float32)
     start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        # Collecting needs no gradient, because the update recomputes log π and V.
         with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
                 obs_np[step] = next_obs_np
-                next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
+                next_obs = torch.from_numpy(next_obs_np).to(device)
                 action, _, _ = agent.get_action(next_obs)
                 value = agent.get_value(next_obs)
                 action_np = action.cpu().numpy()
                 actions_np[step], values_np[step] = action_np, value.cpu().numpy()
-                # A Gaussian sample can leave the action bounds. The env gets it clipped. The batch
-                # keeps the sample itself, whose log-probability is the one the gradient needs.
+                # The env gets a Gaussian sample clipped. The gradient needs log π of the raw one.
                 env_action = action_np
                 if agent.continuous:
                     env_action = np.clip(action_np, action_space.low, action_space.high)
@@ -279,7 +251,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                     final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
-                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
+                for i in np.flatnonzero(infos.get("_episode", [])):
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)
@@ -299,10 +271,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         next_values = torch.where(truncations.bool(), final_values, next_values)
         advantages, _ = compute_gae(rewards, values, next_values, terminations, truncations,
                                     args.gamma, args.gae_lambda)
-        # The critic regresses on the discounted rewards-to-go, bootstrapped the same way, as in
-        # Spinning Up: GAE's returns with λ = 1. Let k be the number of steps from t to the end of
-        # the episode or of the batch, whichever comes first. Then V(s_{t+k}) is V(final obs)
-        # after a truncation, V(s_T) at the batch's end, and 0 after a termination:
+        # The critic regresses on the discounted rewards-to-go, bootstrapped: GAE's returns, λ = 1.
         # math: \hat R_t = \sum_{l=0}^{k-1} \gamma^l r_{t+l} + \gamma^k V(s_{t+k})
         _, returns = compute_gae(rewards, values, next_values, terminations, truncations,
                                  args.gamma, 1.0)
@@ -311,7 +280,6 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         b_obs, b_actions = obs.reshape(-1, obs_dim), actions.reshape(-1, *action_space.shape)
         b_values, b_returns = values.reshape(-1), returns.reshape(-1)
         b_advantages = advantages.reshape(-1)
-        # The batch mean is a baseline. Dividing by the std only rescales the step.
         b_advantages = (b_advantages - b_advantages.mean()) / (b_advantages.std() + 1e-8)
 
         # --- update: one policy-gradient step on θ, then vf_iters critic steps on φ ---
@@ -327,8 +295,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             v_loss.backward()
             vf_optimizer.step()
             v_losses.append(v_loss.detach())
-        # How far the one step moved the policy: the k3 estimate of KL[π_old ‖ π_θ], with
-        # r = π_θ / π_old.
+        # How far the step moved π: the k3 estimate of KL[π_old ‖ π_θ], with r = π_θ / π_old.
         # math: k_3 = \mathbb{E}_t[(r_t - 1) - \log r_t]
         with torch.no_grad():
             _, new_logprob, _ = agent.get_action(b_obs, b_actions)
@@ -340,7 +307,6 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                   "entropy": entropy.mean().item(), "approx_kl": approx_kl.item()}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -353,10 +319,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # The tooling: guard rails, checkpoints.
+        if hook:
             hook(state(), losses)
     envs.close()
-    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
+    writer.flush()
     return state()
 
 

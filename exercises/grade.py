@@ -486,6 +486,7 @@ def fixtures(m):
           warnings.catch_warnings()):
         warnings.simplefilter("ignore")
         monkeypatch.setattr(m, "SummaryWriter", Writer)
+        monkeypatch.setattr(tooling, "SummaryWriter", Writer)  # the writer of tooling.main's runs
         try:
             yield monkeypatch, f"{folder}/runs"
         finally:

@@ -75,7 +75,7 @@ class Args:
     norm_reward: bool = True
     """scale rewards by the std of the running discounted return (continuous details 8-9)"""
 
-    # --- the run (a script's tooling, after `train`, adds its own flags: RunArgs) ---
+    # --- the run (tooling.py, where importable, adds its own flags) ---
     seed: int = 1
     """seed ≥ 0 of Python, NumPy, torch and the envs; the same seed and flags reproduce a CPU run"""
     num_threads: int = 1
@@ -85,20 +85,16 @@ class Args:
 
 
 def make_env(env_id: str, **kwargs) -> gym.Env:
-    """The one place where an environment is made: training, evaluation and the checks call it."""
     return gym.make(env_id, **kwargs)
 
 
 def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    # SAME_STEP autoreset: the step that ends an episode already returns the first observation of
-    # the next one. The real last observation is in infos["final_obs"].
     envs = gym.vector.SyncVectorEnv([functools.partial(make_env, env_id)] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     return gym.wrappers.vector.RecordEpisodeStatistics(envs)
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2)) -> nn.Linear:
-    # Orthogonal weights, zero biases (core detail 2). A 0.01 policy head starts the mean near 0.
     nn.init.orthogonal_(layer.weight, std)
     nn.init.constant_(layer.bias, 0.0)
     return layer
@@ -113,15 +109,12 @@ def mlp(in_dim: int, hidden_size: int, out_dim: int, out_std: float) -> nn.Seque
 
 
 class RunningMeanStd:
-    """Running mean and variance of a stream of batches, merged with a parallel formula. Shape
-    (obs_dim,) for observations, () for returns."""
+    """Running mean and variance of batches: shape (obs_dim,) for observations, () for returns."""
 
     def __init__(self, shape: tuple[int, ...] = ()):
-        # count starts near 0, not at 0, to avoid a division by 0. So the first batch dominates.
         self.mean, self.var, self.count = np.zeros(shape), np.ones(shape), 1e-4
 
     def update(self, x: np.ndarray) -> None:
-        """x: (B, *shape), a batch of B new samples."""
         # math: \delta = \mu_B - \mu, \quad N = n + n_B, \quad \mu \leftarrow \mu + \delta\, n_B / N
         # math: \sigma^2 \leftarrow (n\sigma^2 + n_B\sigma_B^2 + \delta^2 n\, n_B / N) / N
         batch_mean, batch_var, batch_count = x.mean(0), x.var(0), x.shape[0]
@@ -134,36 +127,32 @@ class RunningMeanStd:
 
 
 class Agent(nn.Module):
-    """Actor π_θ(a|s) and critic V_φ(s). The actor's output is the mean μ_θ(s) of a diagonal
-    Gaussian. Its log σ is one learned parameter per action dimension, the same in every state."""
+    """Actor π_θ(a|s) = N(μ_θ(s), diag σ²), σ the same in every state, and critic V_φ(s)."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden_size: int = 64):
         super().__init__()
         self.critic = mlp(obs_dim, hidden_size, 1, out_std=1.0)
         self.actor = mlp(obs_dim, hidden_size, act_dim, out_std=0.01)
-        # log σ = 0, σ = 1 at the start, as in CleanRL and PPO's reference code.
         self.actor_logstd = nn.Parameter(torch.zeros(act_dim))
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(obs).squeeze(-1)  # (B, 1) -> (B,): one value per observation
+        return self.critic(obs).squeeze(-1)
 
     def greedy_action(self, obs, memory=None):
-        """The mean μ_θ(s) for an observation (obs_dim,), not yet clipped to the bounds, and no
-        memory for the next call."""
         x = torch.as_tensor(obs, dtype=torch.float32)
         return self.actor(x).detach().numpy(), None
 
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, obs_dim) -> action (B, act_dim), log π(a|s) (B,), entropy (B,), V(s) (B,)."""
-        mean = self.actor(obs)  # μ_θ(s), (B, act_dim)
-        std = self.actor_logstd.expand_as(mean).exp()  # σ, (B, act_dim): state-independent
-        if action is None:  # Sampled, unless the update re-evaluates stored actions.
+        mean = self.actor(obs)
+        std = self.actor_logstd.expand_as(mean).exp()
+        if action is None:
             action = torch.normal(mean, std)
         # Independent action dimensions: log-probs add up over the last axis, as do entropies.
         # math: \log\pi_\theta(a|s) = \sum_j \log\mathcal{N}(a_j; \mu_{\theta,j}(s), \sigma_j^2)
         # math: \log\mathcal{N}(a) = -\frac{(a-\mu)^2}{2\sigma^2} - \log\sigma - \log\sqrt{2\pi}
         log_density = (-((action - mean) ** 2) / (2 * std**2) - std.log()
-                       - math.log(math.sqrt(2 * math.pi)))  # (B, act_dim)
+                       - math.log(math.sqrt(2 * math.pi)))
         logprob = log_density.sum(-1)
         # math: H[\pi_\theta(\cdot|s)] = \sum_j (\tfrac12 + \tfrac12 \log 2\pi + \log \sigma_j)
         entropy = (0.5 + 0.5 * math.log(2 * math.pi) + std.log()).sum(-1)
@@ -171,7 +160,6 @@ class Agent(nn.Module):
 
 
 def make_agent(args: Args, observation_space, action_space) -> Agent:
-    """The Agent for these spaces and flags: `train` builds it so, and tooling.py too."""
     return Agent(observation_space.shape[0], action_space.shape[0], args.hidden_size)
 
 
@@ -183,7 +171,6 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
         δ_t = r_t + γ (1 − terminated_t) V(s_{t+1}) − V(s_t)
         A_t = δ_t + γ λ (1 − done_t) A_{t+1},    done_t = terminated_t or truncated_t,  A_T = 0"""
-    # Every δ_t at once. Only the recursion over A needs a loop, run backwards in time.
     deltas = rewards + gamma * (1.0 - terminations) * next_values - values
     not_dones = 1.0 - torch.maximum(terminations, truncations)
     advantages = torch.zeros_like(rewards)
@@ -196,8 +183,6 @@ def compute_gae(rewards, values, next_values, terminations, truncations, gamma, 
 
 def surrogate(ratio, advantages, clip_coef):
     """The clipped surrogate L^CLIP(θ) on B steps, to maximise (Schulman et al. 2017, eq. 7)."""
-    # A sample gives no gradient only where the clipped term is the smaller one. That is where
-    # Â > 0 and r > 1 + ε, or Â < 0 and r < 1 − ε: the steps already moved it far enough its way.
     # math: L^{CLIP}(\theta) = \frac{1}{B}\sum_t \min(r_t \hat A_t,\ \bar r_t \hat A_t)
     # math: \bar r_t = \mathrm{clip}(r_t(\theta),\ 1 - \epsilon,\ 1 + \epsilon)
     clipped_ratio = torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)
@@ -209,7 +194,7 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     """The PPO loss to minimise (Schulman et al. 2017, eq. 9), and stats that carry no gradient."""
     # math: r_t(\theta) = \pi_\theta(a_t|s_t) / \pi_{\theta_{old}}(a_t|s_t)
     logratio = new_logprob - old_logprob
-    ratio = logratio.exp()  # r_t(θ). It is 1, up to rounding, in the first minibatch of epoch 1
+    ratio = logratio.exp()
     pg_loss = -surrogate(ratio, advantages, clip_coef)
     # Value loss, with ppo2's clip of V's change around V_old (core detail 9).
     # math: V^{clip} = V_{old} + \mathrm{clip}(V_\theta(s_t) - V_{old},\ -\epsilon,\ \epsilon)
@@ -226,8 +211,7 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
     with torch.no_grad():
         # Two estimators of KL[π_old ‖ π_θ] from samples a ~ π_old. k3 is unbiased and ≥ 0.
         # math: k_1 = -\log r_t(\theta), \qquad k_3 = (r_t(\theta) - 1) - \log r_t(\theta)
-        # clipfrac is the share of samples with |r − 1| > ε. Some of them still give a gradient.
-        stats = {key: value.detach() for key, value in {  # For the log only.
+        stats = {key: value.detach() for key, value in {
             "policy_loss": pg_loss, "value_loss": v_loss, "entropy": entropy_loss,
             "old_approx_kl": (-logratio).mean(), "approx_kl": ((ratio - 1) - logratio).mean(),
             "clipfrac": ((ratio - 1.0).abs() > clip_coef).float().mean(),
@@ -236,26 +220,22 @@ def ppo_loss(new_logprob, old_logprob, advantages, new_value, old_value, returns
 
 
 class RewardScaler:
-    """Reward scaling (continuous details 8-9), written out so that its state is in plain view."""
-
     def __init__(self, num_envs: int, gamma: float):
         self.return_rms, self.gamma = RunningMeanStd(()), gamma
-        self.discounted_return = np.zeros(num_envs)  # R_t of each env
+        self.discounted_return = np.zeros(num_envs)
 
     def scale(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
-        """(N,) -> (N,). Divide each reward by the std of R_t, a running discounted sum of past
-        rewards, as the reference code's VecNormalize does. The mean is not subtracted."""
+        """(N,) -> (N,): reward / std of R_t, a running discounted sum of past rewards."""
         # math: R_t = \gamma R_{t-1} + r_t
         # math: \tilde r_t = \mathrm{clip}\big(r_t / \sqrt{\mathrm{Var}[R] + 10^{-8}},\ -c,\ c\big)
         self.discounted_return = self.gamma * self.discounted_return + reward
         self.return_rms.update(self.discounted_return)
         self.discounted_return[done] = 0.0  # the next step starts a new episode
         scaled = reward / np.sqrt(self.return_rms.var + 1e-8)
-        return np.clip(scaled, -10.0, 10.0)  # c = 10, as in the reference code
+        return np.clip(scaled, -10.0, 10.0)
 
 
 def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
-    """Train with PPO, log to TensorBoard, and return the loop's `state()` at the end."""
     batch_size = args.num_envs * args.num_steps
     minibatch_size = batch_size // args.num_minibatches
     num_iterations = args.total_timesteps // batch_size
@@ -263,7 +243,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     random.seed(args.seed)
     np.random.seed(args.seed)
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.num_threads)  # The thread count changes float summation order.
+    torch.set_num_threads(args.num_threads)
     device = torch.device("cuda" if args.cuda else "cpu")
 
     envs = make_vec_env(args.env_id, args.num_envs)
@@ -271,37 +251,34 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     act_dim = action_space.shape[0]
     agent = make_agent(args, envs.single_observation_space, action_space).to(device)
     reward_scaler = RewardScaler(args.num_envs, args.gamma)
-    # One optimiser for the actor and the critic. Adam's ε is 1e-5, not 1e-8 (core detail 3).
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
     # --- rollout storage, time-major: (T, N, ...) ---
-    shape = (args.num_steps, args.num_envs)  # (T, N)
+    shape = (args.num_steps, args.num_envs)
     obs_np = np.zeros((*shape, obs_dim), dtype=np.float32)
     actions_np = np.zeros((*shape, act_dim), dtype=np.float32)
     logprobs_np, values_np, final_values_np, rewards_np, terminations_np, truncations_np = (
         np.zeros(shape, dtype=np.float32) for _ in range(6))
 
-    writer = writer or SummaryWriter()  # torch's runs/<month><day>_<time>_<host>, or the tooling's
+    writer = writer or SummaryWriter()
     table = "\n".join(f"|{k}|{v}|" for k, v in asdict(args).items())
     writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + table)
-    global_step, episodic_returns, next_obs_np = 0, [], None  # Episodic: (step, return) pairs.
+    global_step, episodic_returns, next_obs_np = 0, [], None
 
-    # Everything the loop needs to go on from the end of an update, by name. Add here and below
-    # any state you add to the loop, such as a target network or a schedule's counter.
     def state() -> dict:
         return {"agent": agent, "optimizer": optimizer, "reward_scaler": reward_scaler,
                 "envs": envs, "next_obs": next_obs_np, "global_step": global_step,
                 "episodic_returns": episodic_returns, "rng": torch.get_rng_state()}
 
-    if hook:  # Read back by name: each name of state() is set from the dict the hook returns.
+    if hook:
         loop = hook(state())
         agent, optimizer, reward_scaler = loop["agent"], loop["optimizer"], loop["reward_scaler"]
         envs, next_obs_np, global_step = loop["envs"], loop["next_obs"], loop["global_step"]
         episodic_returns = loop["episodic_returns"]
         torch.set_rng_state(loop["rng"])
-    if next_obs_np is None:  # A new run, or one resumed without its envs: new episodes.
-        next_obs_np, _ = envs.reset(seed=args.seed)  # Env i is seeded with seed + i.
-        next_obs_np = next_obs_np.astype(np.float32)  # float32, as the nets
+    if next_obs_np is None:
+        next_obs_np, _ = envs.reset(seed=args.seed)
+        next_obs_np = next_obs_np.astype(np.float32)
     start_time, start_step, last_print = time.time(), global_step, 0
     for iteration in range(global_step // batch_size + 1, num_iterations + 1):
         if args.anneal_lr:  # α_i = α (I − i + 1)/I in iteration i of I
@@ -309,17 +286,16 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             optimizer.param_groups[0]["lr"] = args.learning_rate * frac
 
         # --- rollout: T steps in each of the N envs with the current policy π_θ ---
-        with torch.inference_mode():  # No gradient: the update recomputes log π and V.
+        with torch.inference_mode():
             for step in range(args.num_steps):
                 global_step += args.num_envs
                 obs_np[step] = next_obs_np
-                next_obs = torch.from_numpy(next_obs_np).to(device)  # (N, obs_dim)
+                next_obs = torch.from_numpy(next_obs_np).to(device)
                 action, logprob, _, value = agent.get_action_and_value(next_obs)
                 action_np = action.cpu().numpy()
                 actions_np[step], logprobs_np[step], values_np[step] = (
                     action_np, logprob.cpu().numpy(), value.cpu().numpy())
-                # The env gets the action clipped to its bounds. The batch keeps the sample itself,
-                # whose density is log π(a|s) (continuous detail 5).
+                # The env gets it clipped. The batch keeps the sample, whose density is log π(a|s).
                 env_action = np.clip(action_np, action_space.low, action_space.high)
                 next_obs_np, reward, terminated, truncated, infos = envs.step(env_action)
                 if args.norm_reward:  # the logs keep the raw rewards (infos["episode"])
@@ -332,7 +308,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                     final_obs_np = np.stack(infos["final_obs"][idx])
                     final_obs = torch.as_tensor(final_obs_np, dtype=torch.float32, device=device)
                     final_values_np[step, idx] = agent.get_value(final_obs).cpu().numpy()
-                for i in np.flatnonzero(infos.get("_episode", [])):  # The episodes that ended.
+                for i in np.flatnonzero(infos.get("_episode", [])):
                     episode_return, length = infos["episode"]["r"][i], infos["episode"]["l"][i]
                     writer.add_scalar("charts/episodic_return", episode_return, global_step)
                     writer.add_scalar("charts/episodic_length", length, global_step)
@@ -346,14 +322,11 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         with torch.no_grad():
             next_obs = torch.from_numpy(next_obs_np).to(device)
             next_value = agent.get_value(next_obs)  # V(s_T), (N,): for paths cut by the batch end
-        # V(s_{t+1}) of every step: the next stored value, or V(final obs) where the episode was
-        # truncated. After a termination it is the reset observation's value, masked in GAE.
+        # V(s_{t+1}): the next value, or V(final obs) if truncated. GAE masks it at a termination.
         next_values = torch.cat([values[1:], next_value[None]])
         next_values = torch.where(truncations.bool(), final_values, next_values)
-        # --no-bootstrap-truncation, an ablation, counts a truncation as a termination, as CleanRL.
         terminal = (terminations if args.bootstrap_truncation
                     else torch.maximum(terminations, truncations))
-        # The critic regresses on the λ-returns A + V, as in PPO's reference code, not on λ = 1.
         advantages, returns = compute_gae(rewards, values, next_values, terminal, truncations,
                                           args.gamma, args.gae_lambda)
 
@@ -382,7 +355,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                                        args.clip_coef, args.clip_vloss, args.ent_coef, args.vf_coef)
                 optimizer.zero_grad()
                 loss.backward()
-                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)  # core detail 11
+                nn.utils.clip_grad_norm_(agent.parameters(), args.max_grad_norm)
                 optimizer.step()
                 epoch_stats.append(stats)
             update_stats += epoch_stats
@@ -396,7 +369,6 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
                   for key in update_stats[0]}
         for key, value in losses.items():
             writer.add_scalar(f"losses/{key}", value, global_step)
-        # Explained variance 1 − Var[R − V]/Var[R]. 1 is a perfect critic, ≤ 0 a useless one.
         errors_var, returns_var = (b_returns - b_values).var(), b_returns.var()
         explained_var = (1 - errors_var / returns_var).item() if returns_var > 0 else np.nan
         writer.add_scalar("losses/explained_variance", explained_var, global_step)
@@ -410,10 +382,10 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
             eta = int((num_iterations * batch_size - global_step) / sps)
             print(f"step {global_step:>9,}/{num_iterations * batch_size:,} | return (last 20) "
                   f"{mean_return} | SPS {sps:6.0f} | ETA {eta // 60}m{eta % 60:02d}s", flush=True)
-        if hook:  # The tooling: guard rails, checkpoints.
+        if hook:
             hook(state(), losses)
     envs.close()
-    writer.flush()  # On disk. It stays open: the tooling logs its evaluation to it after.
+    writer.flush()
     return state()
 
 

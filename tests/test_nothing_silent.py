@@ -50,7 +50,7 @@ def interrupt_at_update(monkeypatch, module, update: int | None = None, evaluati
     if evaluation:
         def evaluate(*_):
             raise KeyboardInterrupt
-        monkeypatch.setattr(module, "evaluate", evaluate)
+        monkeypatch.setattr(tooling, "evaluate", evaluate)
 
 
 # 1. A stop tells the truth: the --resume command only where a checkpoint exists.

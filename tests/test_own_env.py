@@ -45,6 +45,7 @@ def test_module_env_id_trains_and_its_checkpoint_evaluates_in_a_fresh_process(na
     own_env:<Id>` trains a wider network (--hidden-size 32), and `--eval-checkpoint`, in a new
     process that only has the checkpoint, prints the very numbers printed after training."""
     shutil.copy(ROOT / f"{name}.py", tmp_path)
+    shutil.copy(ROOT / "tooling.py", tmp_path)
     shutil.copy(os.path.join(TESTS, "own_env.py"), tmp_path)
     script = str(tmp_path / f"{name}.py")
     env = dict(os.environ, PYTHONWARNINGS="ignore")

@@ -5,15 +5,11 @@ at its banner trains, and a killed run resumes bit for bit. Its tests live here,
 SCRIPTS: the tests parametrised over SCRIPTS check things (minibatches of steps, `agent.actor`)
 that a recurrent script does differently."""
 
-import glob
 import inspect
-import subprocess
-import sys
 
 import gymnasium as gym
 import numpy as np
 import pytest
-import test_cut
 import test_ppo_continuous
 import torch
 from conftest import TICK_LIMIT, kill_after_first_checkpoint, read_saved, run_folder, run_script
@@ -283,24 +279,6 @@ def test_novel_envs_hide_the_velocities_and_nothing_else(base):
         full_obs, *_ = full.step(action)
         if terminated or truncated:
             break
-
-
-def test_the_script_cut_at_its_banner_trains_and_logs(tmp_path):
-    (tmp_path / "ppo_recurrent.py").write_text(test_cut.cut("ppo_recurrent"))
-    out = subprocess.run([sys.executable, "ppo_recurrent.py", "--total-timesteps=2048"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    (folder,) = glob.glob(f"{tmp_path}/runs/*/")
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(folder, size_guidance={"scalars": 0})
-    events.Reload()
-    assert "losses/entropy" in events.Tags()["scalars"]
-    assert len(events.Scalars("charts/episodic_return")) > 5
-
-
-def test_train_calls_nothing_below_the_banner():
-    test_cut.test_train_calls_nothing_below_the_banner("ppo_recurrent")
 
 
 def test_a_killed_run_resumes_to_the_run_never_stopped(tmp_path):

@@ -234,8 +234,8 @@ def test_track_writes_an_offline_wandb_run_without_waiting_on_the_network(log_di
 def test_track_without_wandb_is_refused_in_one_line(monkeypatch, capsys):
     import ppo_discrete
 
-    real_find_spec = ppo_discrete.importlib.util.find_spec
-    monkeypatch.setattr(ppo_discrete.importlib.util, "find_spec",
+    real_find_spec = tooling.importlib.util.find_spec
+    monkeypatch.setattr(tooling.importlib.util, "find_spec",
                         lambda name: None if name == "wandb" else real_find_spec(name))
     with pytest.raises(SystemExit, match=r"--track needs wandb: pip install wandb$"):
         tooling.check_args(ppo_discrete, tooling.run_args(ppo_discrete)(track=True))
@@ -254,8 +254,8 @@ def test_load_agent_gives_the_saved_policy_to_code_of_your_own(tmp_path):
         shape = module.make_env(SHORT_RUNS[name]["env_id"]).observation_space.shape  # ppo_atari's: an image
         obs = np.linspace(-1, 1, int(np.prod(shape)), dtype=np.float32).reshape(shape)
         expected.append(namespace["act"](result["agent"], obs))
-        lines += [act, f"from {name} import load_agent",
-                  f"agent = load_agent({result['run_dir'] + '/model.pt'!r})",
+        lines += [act, f"import tooling, {name}",
+                  f"agent = tooling.load_agent({name}, {result['run_dir'] + '/model.pt'!r})",
                   f"print(act(agent, np.array({obs.tolist()}, dtype=np.float32)))"]
     (tmp_path / "mine.py").write_text("\n".join(lines) + "\n")
     out = subprocess.run([sys.executable, "mine.py"], capture_output=True, text=True, cwd=tmp_path)
