@@ -16,7 +16,7 @@ ppo_continuous.py. Its next step is docs/reinforce-to-vpg.html.
     python reinforce.py --eval-checkpoint runs/<run>/model.pt --capture-video  # (tooling)
     tensorboard --logdir runs
 
-Flags marked (tooling) come from the tooling after `train`: a copy cut at its banner lacks them.
+Flags marked (tooling) come from tooling.py: a copy of this file alone lacks them.
 """
 
 import functools

@@ -1,7 +1,7 @@
 """Render each script as an annotated page: its comments and equations beside the code they explain.
 
     pip install -r docs/requirements.txt
-    python docs/build.py                 # writes docs/<script>.html, the step pages, docs/index.html, derivations.html
+    python docs/build.py                 # writes docs/<script>.html, tooling.html, the step pages, index.html, derivations.html
     python docs/build.py --out /tmp/docs
     python docs/build.py --screenshots docs   # docs/screenshot-*.png (chromium)
 
@@ -15,14 +15,18 @@ prose, in which short formulas such as V_θ(s_t) are typeset too. A definition's
 in the notes beside it, as prose with its formulas typeset (the equations indented in it, GAE's δ_t
 and A_t, the rewards-to-go, as equations); the code column keeps one line in its place. The notes
 beside `Args` list every flag with its meaning, the field's docstring, which the code column leaves
-out: the notes never say again what the code column says. The imports are folded away, and so is
-the tooling: everything from the banner `# --- tooling: ... ---` on is in a <details> that is
-closed until the reader opens it.
+out: the notes never say again what the code column says. The imports are folded away.
 
-The module docstring opens the page, with the algorithm's numbered steps first (its pseudocode) in
-a box, typeset as the notes are. Each name in backquotes there links to the line that does the
-step: the `def` of a function, a banner `# --- rollout ---` of `train`, the line of `train` that
-reads a flag or assigns a name. A name that stands for no line stops the build.
+A script ends with its algorithm and its `__main__`, which hands the script to tooling.py where
+that is importable. tooling.html renders tooling.py as a page of its own, in the same way, with
+its notes (docs/notes/tooling.md), and each script page links it. Beside `Args`, a script page
+lists the tooling's flags too (tooling.py's `RunFlags`) under a heading of their own, as `--help`
+lists both.
+
+The module docstring opens the page. A script's opens with the algorithm's numbered steps (its
+pseudocode) in a box, typeset as the notes are. Each name in backquotes there links to the line
+that does the step: the `def` of a function, a banner `# --- rollout ---` of `train`, the line of
+`train` that reads a flag or assigns a name. A name that stands for no line stops the build.
 
 The code of a definition reads on without a gap, as in the file. Each section's notes start level
 with its first line of code, or just below the notes before them where those run longer. A
@@ -37,8 +41,9 @@ Step pages (reinforce-to-vpg.html, ..., vpg-to-ppo_discrete.html for a reader wh
 ppo_discrete-to-ppo_recurrent.html for the branch off the reading order, BRANCHES)
 go step by step through the files in steps/ (SUBSTEPS): each step under the idea, or list of
 details, its docstring names, with the algorithm's lines of code it removes or adds (its lines of
-comments and docstrings counted apart) and the differences of each definition above the tooling
-banner; then the tooling's differences, once. There a fraction
+comments and docstrings counted apart) and the differences of each of its definitions; then,
+once, the differences of everything else (the imports, the lines that name the script and its
+spaces, the `__main__`). There a fraction
 in a `# math:` line is drawn as large as the code around it. Under the list of steps, a figure
 shows the learning curves of the files before and after the step, from committed benchmark runs:
 benchmarks/report.py draws it and writes its caption in docs/figures/. derivations.html (docs/derivations.py)
@@ -80,9 +85,14 @@ SCRIPTS = {  # in reading order, then the branches (BRANCHES)
 # A script that branches off the reading order, and the script it changes: read after that one.
 BRANCHES = {"ppo_recurrent": "ppo_discrete", "ppo_atari": "ppo_discrete"}
 ORDER = [name for name in SCRIPTS if name not in BRANCHES]  # the linear reading order
-# The sub-steps of a step of the reading order: files in steps/, each the algorithm part of a
-# script (what is above its tooling banner) changed from the file before it by what its docstring
-# names, in a paragraph "What changes from <file before>.py, one idea: <the idea>."
+# tooling.py, which each script hands itself to: a page of its own, rendered as a script's is but
+# for the pseudocode, which it has none of
+TOOLING = "tooling"
+TOOLING_TEXT = ("The tooling, written once for the seven scripts: input checks, run folders, checkpoints and "
+                "--resume, guard rails, evaluation and the command line.")
+# The sub-steps of a step of the reading order: files in steps/, each of a script's shape (the
+# algorithm, then a `__main__`) and changed from the file before it by what its docstring names, in
+# a paragraph "What changes from <file before>.py, one idea: <the idea>."
 SUBSTEPS = {("reinforce", "vpg"): ["vpg_1_baseline", "vpg_2_rollout", "vpg_2b_truncation", "vpg_3_gae"],
             ("trpo", "ppo_discrete"): ["ppo_1_clip"],
             ("vpg", "ppo_discrete"): ["ppo_1_clip"],
@@ -158,11 +168,6 @@ mover:not([accent]) > mrow:nth-child(2) { padding-bottom: 0.4em; }  /* a label o
 .code .ln { color: #b0b0b8; user-select: none; display: inline-block; width: 3.2em; }
 .docref { color: #8a8a99; font-style: italic; }
 .notes h4 { margin: 10px 0 2px; font-size: 14px; font-weight: normal; }
-details.tooling { clear: both; }
-details.tooling > summary { cursor: pointer; background: #f4f4f6; border-top: 2px solid #ddd; border-bottom: 2px solid #ddd;
-                            display: block; padding: 14px 20px; font: 16px/1.5 system-ui, sans-serif; }
-details.tooling > summary::before { content: "▸ "; }
-details.tooling[open] > summary::before { content: "▾ "; }
 details.imports summary { cursor: pointer; padding: 8px 12px; color: #5a5a66; font: 13px system-ui, sans-serif; }
 code { font: 90% ui-monospace, Menlo, Consolas, monospace; background: #f0f0f3; padding: 0 3px; border-radius: 3px; }
 .index ul { padding-left: 20px; } .index li { margin: 6px 0; }
@@ -507,9 +512,10 @@ def docstring_lines(node: ast.AST) -> range:
     return range(node.body[0].lineno, node.body[0].end_lineno + 1)
 
 
-def flags_html(lines: list[str], code: list[int]) -> tuple[str, set[int]]:
-    """The notes beside a part of `Args`: each flag of those lines with its meaning, as --help shows
-    it; and the lines of those meanings (the fields' docstrings), which the code column leaves out."""
+def flags_html(lines: list[str], code: list[int], spans: bool = True) -> tuple[str, set[int]]:
+    """The notes beside a part of `Args` (or of tooling.py's `RunFlags`): each flag of those lines
+    with its meaning, as --help shows it; and the lines of those meanings (the fields' docstrings),
+    which the code column leaves out. Each row names them (data-lines) where `spans`."""
     rows, number, numbers, docs = [], 0, list(code), set()
     while number < len(numbers):
         line = lines[numbers[number] - 1]
@@ -518,15 +524,16 @@ def flags_html(lines: list[str], code: list[int]) -> tuple[str, set[int]]:
             number += 1
             continue
         doc, number = [], number + 1
-        while number < len(numbers) and not re.match(r"    \w+: ", lines[numbers[number] - 1]):
+        # its docstring: the lines after it, up to the next field or the end of the class
+        while number < len(numbers) and not re.match(r"    \w+: |\S", lines[numbers[number] - 1]):
             if lines[numbers[number] - 1].strip():
                 doc.append(numbers[number])
             number += 1
         docs.update(doc)
         flag = "--" + m.group(1).replace("_", "-")
         meaning = " ".join(lines[n - 1].strip().strip('"') for n in doc)
-        span = f"{doc[0]}-{doc[-1]}" if doc else ""
-        rows.append(f'<tr data-lines="{span}"><td><code>{flag}</code></td><td>{prose(meaning)}</td></tr>')
+        span = f' data-lines="{f"{doc[0]}-{doc[-1]}" if doc else ""}"' if spans else ""
+        rows.append(f'<tr{span}><td><code>{flag}</code></td><td>{prose(meaning)}</td></tr>')
     return (f"<table>{''.join(rows)}</table>" if rows else ""), docs
 
 
@@ -568,7 +575,8 @@ def split_sections(source: str, lines: list[str], first: int) -> list[tuple[list
 
 
 def render(name: str, source: str | None = None) -> str:
-    """A script's page; from `source` in place of the file's text, where one is given."""
+    """A script's page, or tooling.py's (TOOLING); from `source` in place of the file's text,
+    where one is given."""
     source = (ROOT / f"{name}.py").read_text() if source is None else source
     lines = source.split("\n")
     if lines[-1] == "":
@@ -579,25 +587,33 @@ def render(name: str, source: str | None = None) -> str:
         intro, targets = docstring_html("\n".join(lines[: doc_end + 1]).strip('"'), source)
     except ValueError as error:
         raise ValueError(f"{name}.py: {error}") from error
-    if not targets:
+    if not targets and name != TOOLING:
         raise ValueError(f"{name}.py: its docstring does not open with the algorithm's numbered steps")
     # The notes of docs/notes/<name>.md: the introduction's after the docstring, each other one
     # beside the section that holds its line.
     page_notes = side_notes.load(name, source)
     intro += "".join(side_notes.html(n, prose_block, math) for n in page_notes if n.line == 0)
     placed = {id(n) for n in page_notes if n.line == 0}
+    if name != TOOLING:
+        intro += ('<p class="tooling-link">The tooling that the <code>__main__</code> hands the script to, where '
+                  "tooling.py is importable (input checks, run folders, checkpoints and <code>--resume</code>, "
+                  'guard rails, evaluation): <a href="tooling.html">tooling.html</a>.</p>')
     highlighted = highlight(source, PythonLexer(), HtmlFormatter(nowrap=True)).split("\n")
     tree = ast.parse(source)
     definitions = {node.lineno: node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
-    # Args, and the tooling's RunArgs after the banner: their flags are listed in the notes.
+    # A script's Args, and tooling.py's RunFlags: their flags are listed in the notes.
     flag_classes = [(min([n.lineno] + [d.lineno for d in n.decorator_list]), n.end_lineno) for n in tree.body
-                    if isinstance(n, ast.ClassDef) and n.name in ("Args", "RunArgs")]
-    top_level = {node.lineno: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+                    if isinstance(n, ast.ClassDef) and n.name in ("Args", "RunFlags")]
+    # the last line of a script's Args, whose notes list the tooling's flags after its own
+    args_end = next((n.end_lineno for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Args"
+                     and name != TOOLING), None)
+    # the first line of each top-level definition, its decorators included (`@dataclass` of Args)
+    top_level = {min([node.lineno] + [d.lineno for d in node.decorator_list]): node for node in tree.body
+                 if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    import_lines = {n for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+                    for n in range(node.lineno, node.end_lineno + 1)}
 
-    tooling = next((n for n, line in enumerate(lines, 1) if (m := BANNER.match(line)) and m[1].startswith("tooling")),
-                   None)
-    tooling = tooling or len(lines) + 1  # since 0.5.0 the tooling is tooling.py, with a page of its own
-    body, folded = [], False
+    body, nl = [], "\n"
     for notes, code, notes_start in split_sections(source, lines, doc_end + 2):
         while code and not lines[code[-1] - 1].strip():  # trailing blank lines add nothing
             code.pop()
@@ -605,13 +621,6 @@ def render(name: str, source: str | None = None) -> str:
             code.pop(0)
         if not code and not notes:
             continue
-        if not folded and min(code[:1] + [notes_start] * bool(notes)) >= tooling:
-            # Everything from the tooling's banner on is folded: a first reading skips it.
-            folded = True
-            body.append(f'<div class="end"></div><details class="tooling"><summary><b>Tooling, lines '
-                        f"{tooling}–{len(lines)}</b>: "
-                        f"{html.escape(BANNER.match(lines[tooling - 1])[1].split(': ', 1)[1])}. Not part of "
-                        f"the algorithm, so a first reading skips it; click to open.</summary>")
         # The docstrings of the definitions in this section are read in the notes, typeset, and
         # left out of the code column, where one line says where they went.
         documented = [definitions[n] for n in code if n in definitions and ast.get_docstring(definitions[n])]
@@ -627,13 +636,19 @@ def render(name: str, source: str | None = None) -> str:
         beside = [n for n in beside if n.line not in with_notes]
         flags, field_docs = (flags_html(lines, code) if code and any(first <= code[0] <= last for first, last in flag_classes)
                              else ("", set()))
-        code_html = "\n".join(code_row(n, highlighted, docs) for n in code
-                              if n not in field_docs and (n not in docs or n == docs[n].body[0].lineno))
-        if code and all(re.match(r"(import |from \S+ import |$)", lines[n - 1]) for n in code):
-            code_html = (f'<details class="imports"><summary>imports, lines {code[0]}–{code[-1]}</summary>'
-                         f"<pre>{code_html}</pre></details>")
-        else:
-            code_html = f"<pre>{code_html}</pre>"
+        if args_end in code:
+            flags += tooling_flags_html()
+        shown = [n for n in code if n not in field_docs and (n not in docs or n == docs[n].body[0].lineno)]
+        # The imports that open a section are folded, and the lines after them (the script's name
+        # and spaces) are not.
+        folded = list(itertools.takewhile(lambda n: n in import_lines or not lines[n - 1].strip(), shown))
+        folded = folded if any(n in import_lines for n in folded) else []
+        rest = shown[len(folded):]
+        code_html = f"<pre>{nl.join(code_row(n, highlighted, docs) for n in rest)}</pre>" if rest or not folded else ""
+        if folded:
+            imports = [n for n in folded if n in import_lines]
+            code_html = (f'<details class="imports"><summary>imports, lines {imports[0]}–{imports[-1]}</summary>'
+                         f"<pre>{nl.join(code_row(n, highlighted, docs) for n in folded)}</pre></details>{code_html}")
         inner = bool(code) and not any(n in top_level for n in code[:1]) and not notes_starts_part(notes)
         anchor = f"L{code[0]}" if code else f"N{len(body)}"  # link to a section by its first line: page.html#L120
         # By the line each explains: the docstrings with their notes, the section's comments with
@@ -646,16 +661,29 @@ def render(name: str, source: str | None = None) -> str:
         body.append(f'<div class="section{" inner" if inner else ""}" id="{anchor}">'
                     f'<div class="notes">{cell}</div>'
                     f'<div class="code">{code_html}</div></div>')
-    body.append('<div class="end"></div></details>')  # (the notes of the last section end inside the fold)
+    body.append('<div class="end"></div>')  # (below the notes of the last section, however long)
     if unplaced := [n for n in page_notes if id(n) not in placed]:  # a line the page does not show
         raise ValueError(f"docs/notes/{name}.md: the note '## {unplaced[0].anchor}' names line "
                          f"{unplaced[0].line}, which the page does not show")
     shown = set(map(int, re.findall(r'id="line-(\d+)"', "".join(body))))
     if targets - shown:  # a line left out of the page: a docstring's, or a flag's meaning
         raise ValueError(f"{name}.py: the pseudocode links lines {sorted(targets - shown)}, which the page does not show")
-    return page(f"{name}.py", f"<header><h1>{name}.py</h1><p><a href=\"index.html\">pgref</a> · "
-                f"{html.escape(SCRIPTS[name])}</p></header>\n{page_nav(name)}\n<div class=\"intro\">{intro}</div>\n"
+    header = html.escape(SCRIPTS.get(name, TOOLING_TEXT))
+    return page(f"{name}.py", f"<header><h1>{name}.py</h1><p><a href=\"index.html\">pgref</a> · {header}</p></header>\n"
+                f"{page_nav(name)}\n<div class=\"intro\">{intro}</div>\n"
                 '<div class="sections">' + "\n".join(body) + "</div>\n" + page_nav(name))
+
+
+def tooling_flags_html() -> str:
+    """The notes that a script page shows after its Args' flags: the flags that tooling.py adds
+    (its `RunFlags`), which `--help` lists after them, under a heading that links them on
+    tooling.html."""
+    source = (ROOT / f"{TOOLING}.py").read_text()
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "RunFlags")
+    table, _ = flags_html(source.split("\n"), list(range(node.lineno, node.end_lineno + 1)), spans=False)
+    return (f'<h3>the tooling\'s flags, with tooling.py (<a href="{TOOLING}.html#line-{node.lineno}">'
+            f"<code>RunFlags</code></a>)</h3><p>Where the script finds tooling.py, <code>--help</code> lists "
+            f"these after the flags above. The script alone takes only those.</p>{table}")
 
 
 def code_row(number: int, highlighted: list[str], docs: dict[int, ast.AST]) -> str:
@@ -676,7 +704,11 @@ def notes_starts_part(notes: list[str]) -> bool:
 
 def page_nav(name: str) -> str:
     """Links to the previous and next page in the reading order, with the step pages between; a
-    branch's page links back to the step page from the script it changes."""
+    branch's page links back to the step page from the script it changes, and tooling.html to the
+    index and the first script."""
+    if name == TOOLING:
+        return (f'<nav class="pages"><a href="index.html">← all scripts</a><a href="{ORDER[0]}.html">the first '
+                f"script, {ORDER[0]}.py →</a></nav>")
     if name in BRANCHES:
         return (f'<nav class="pages"><a href="{BRANCHES[name]}-to-{name}.html">← what changed from '
                 f'{BRANCHES[name]}.py</a><a href="index.html">all scripts →</a></nav>')
@@ -697,26 +729,29 @@ def file_of(name: str) -> str:
     return f"{name}.py" if name in SCRIPTS else f"steps/{name}.py"
 
 
-def definitions(source: str, part: str = "all") -> dict[str, tuple[int, list[str]]]:
-    """(first line number, lines) of each top-level part of a script: the docstring, the imports,
-    each definition (with its decorators). `part`: "all"; "algorithm", the definitions above the
-    tooling banner (a sub-step file, which has none, is all algorithm); "tooling", the imports
-    and the definitions below it."""
+def definitions(source: str, part: str) -> dict[str, tuple[int, list[str]]]:
+    """(first line number, lines) of each top-level part of a script or of a file in steps/, by
+    its name. `part`: "algorithm", each definition (with its decorators); "rest", what a step page
+    shows after them: the imports, then each other statement (the lines that name the script and
+    its spaces, ppo_recurrent.py's registrations, the `__main__`), named by what it assigns or by
+    its first line. The module docstring is in neither: a step page shows its paragraph on the
+    step."""
     lines = source.split("\n")
     tree = ast.parse(source)
-    banner = next((n for n, line in enumerate(lines, 1) if BANNER.match(line)
-                   and BANNER.match(line)[1].startswith("tooling")), len(lines) + 1)
     parts = {}
-    if part == "all":
-        parts["module docstring"] = (1, lines[tree.body[0].lineno - 1:tree.body[0].end_lineno])
-    if part != "algorithm":
+    if part == "rest":
         imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
         parts["imports"] = (imports[0].lineno, lines[imports[0].lineno - 1:imports[-1].end_lineno])
-    for node in tree.body:
+    for k, node in enumerate(tree.body):
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            if part == "all" or (start < banner) == (part == "algorithm"):
+            if part == "algorithm":
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
                 parts[node.name] = (start, lines[start - 1:node.end_lineno])
+        elif part == "rest" and not isinstance(node, (ast.Import, ast.ImportFrom)) and not (
+                k == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+            first = lines[node.lineno - 1]
+            name = first.split(" = ", 1)[0] if isinstance(node, (ast.Assign, ast.AnnAssign)) else first.rstrip(":")
+            parts[name] = (node.lineno, lines[node.lineno - 1:node.end_lineno])
     return parts
 
 
@@ -819,8 +854,8 @@ def prose_lines(source: str) -> set[int]:
 
 
 def changed_blocks(old_name: str, new_name: str, part: str) -> tuple[list[str], int, int]:
-    """The diff of each definition that changed from one file to the next, in `part` (see
-    `definitions`), the algorithm's in the order of ALGORITHM_FIRST; and the number of lines of
+    """The diff of each part that changed from one file to the next, in `part` (see `definitions`),
+    the algorithm's in the order of ALGORITHM_FIRST; and the number of lines of
     code, then of comments and docstrings, removed or added in all of them (a blank line counts in
     neither, and a change that only re-wraps the same words counts none)."""
     sources = [source_of(n) for n in (old_name, new_name)]
@@ -957,18 +992,19 @@ def step_page(old_name: str, new_name: str) -> str:
         items.append(f'<li><a href="#step-{k}">{file_of(a)} → {file_of(b)}</a>: {prose(idea)} '
                      f"({kind}; {counted(code, comments)})</li>")
         sections.append(f'<h2 id="step-{k}">{name.capitalize()}{file_of(a)} → {file_of(b)}: {prose(idea)}</h2>'
-                        f'<p class="count">{counted(code, comments)}, in the algorithm (above the tooling '
-                        f"banner; blank lines count in neither, and a change that only re-wraps a comment counts "
+                        f'<p class="count">{counted(code, comments)}, in the algorithm (its functions and '
+                        f"classes; blank lines count in neither, and a change that only re-wraps a comment counts "
                         f"none)</p>"
                         f"{step_text(paragraph)}{step_notes(b)}"
                         + ("".join(blocks) or "<p>No difference.</p>"))
-    rest, *_ = changed_blocks(old_name, new_name, "tooling")
+    rest, *_ = changed_blocks(old_name, new_name, "rest")
     if len(hops) > 1:
         files = ", ".join(f"<code>{file_of(b)}</code>" for _, b, *_ in hops[:-1])
         learns = " (on Pendulum-v1 with the flags in its docstring)" if new_name == "ppo_continuous" else ""
         intro = (f"<p>{len(hops)} steps, each from a file to the next, which its heading names. The files "
-                 f"between the two scripts ({files}) are the algorithm alone, without the scripts' tooling, "
-                 f"and each runs and learns{learns}: <code>python {file_of(hops[0][1])}</code>.</p>"
+                 f"between the two scripts ({files}) have the scripts' shape, the algorithm and then a "
+                 f"<code>__main__</code>, and each runs and learns{learns}: "
+                 f"<code>python {file_of(hops[0][1])}</code>.</p>"
                  f"<ol>{''.join(items)}</ol>")
         title = f"{old_name}.py → {new_name}.py in {len(hops)} steps"
     else:
@@ -981,7 +1017,8 @@ def step_page(old_name: str, new_name: str) -> str:
                f"the differences of each definition, step by step, the algorithm's first; changes that only "
                f"re-wrap a comment are left out</p></header>\n{nav}\n"
                f'<div class="intro">{intro}</div>\n<div class="diff">{"".join(sections)}'
-               f"<h2>Everything else: imports, input checks, messages, tooling ({old_name}.py → {new_name}.py)</h2>"
+               f"<h2>Everything else: imports, the script's names and the command line ({old_name}.py → "
+               f"{new_name}.py)</h2>"
                f"{''.join(rest) or '<p>No difference.</p>'}</div>\n{nav}")
     return page(f"{old_name}.py → {new_name}.py", content)
 
@@ -1009,7 +1046,10 @@ def index() -> str:
 comments and its functions' and classes' docstrings, moved out of the code. The <code># math:</code> lines
 are typeset as equations there. On the right is the code they explain, with the file's line numbers and its
 end-of-line comments. A moved docstring leaves one line saying where it went. The module docstring opens
-the page, and the flags' docstrings become their table. The imports and the tooling are folded.</p>
+the page, and the flags' docstrings become their table. The imports are folded. Each script ends with its
+algorithm and a <code>__main__</code>: alone, the script trains and logs; with tooling.py beside it, it hands
+itself to <a href="tooling.html">the tooling</a>, which checks its input, checkpoints, resumes and evaluates.
+That is one file for all seven scripts, with a page of its own.</p>
 <p><a href="derivations.html">The derivations</a> are one page, from the policy gradient of an episode to
 the clipped surrogate, then the pieces. Beside each equation that a script computes, they show the lines that
 compute it. Each section of a script page that computes an equation links back to it.</p>
@@ -1020,6 +1060,7 @@ details of a list: PPO's reference code, and CleanRL's MuJoCo defaults. The bran
 memory, three pieces of the continuous PPO, RL Zoo's network and RL Zoo's defaults.</p>
 <ul>
 {nl.join(items)}
+<li><a href="tooling.html"><code>tooling.py</code></a>: {html.escape(TOOLING_TEXT)}</li>
 </ul>
 <p>REINFORCE weights each log-probability by the return that followed. VPG replaces that return by
 an advantage measured against a learned critic. TRPO bounds how far one update may move the policy, to a
@@ -1061,7 +1102,7 @@ def screenshot(page: Path, selector: str, path: Path, width: int, block: str = "
 def build(out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in SCRIPTS:
+    for name in [*SCRIPTS, TOOLING]:
         path = out / f"{name}.html"
         path.write_text(render(name))
         written.append(path)
@@ -1079,8 +1120,8 @@ if __name__ == "__main__":
     parser.add_argument("--out", type=Path, default=ROOT / "docs", help="folder for the pages (default: docs/)")
     parser.add_argument("--screenshots", type=Path,
                         help="also save here screenshot-{1366,1920}.png of ppo_continuous.html's GAE, "
-                             "screenshot-tooling-{1366,1920}.png of reinforce.html's end with its tooling "
-                             "folded, screenshot-step-{1366,1920}.png of reinforce-to-vpg.html's second step, "
+                             "screenshot-tooling-{1366,1920}.png of tooling.html's run and its hook, "
+                             "screenshot-step-{1366,1920}.png of reinforce-to-vpg.html's second step, "
                              "screenshot-step-figure-{1366,1920}.png of its figure, "
                              "screenshot-derivations-{1366,1920}.png of derivations.html's GAE returns "
                              "and screenshot-pseudocode-{1366,1920}.png of vpg.html's pseudocode")
@@ -1093,12 +1134,17 @@ if __name__ == "__main__":
         page_html = (args.out / "ppo_continuous.html").read_text()
         # the section that holds the `def compute_gae` line: the last one starting at or before it
         anchor = max(int(n) for n in re.findall(r'id="L(\d+)"', page_html) if int(n) <= gae_line)
+        # tooling.html's section that holds `def hook` of Run: what the tooling does after each update
+        hook_line = next(i for i, line in enumerate((ROOT / "tooling.py").read_text().split("\n"), 1)
+                         if line.startswith("    def hook("))
+        tooling_section = max(int(n) for n in re.findall(r'id="L(\d+)"', (args.out / "tooling.html").read_text())
+                              if int(n) <= hook_line)
         for width in (1366, 1920):
             path = args.screenshots / f"screenshot-{width}.png"
             screenshot(args.out / "ppo_continuous.html", f"#L{anchor}", path, width)
             print(f"wrote {path}")
-            path = args.screenshots / f"screenshot-tooling-{width}.png"  # the end of train, then the fold
-            screenshot(args.out / "reinforce.html", "details.tooling", path, width, block="end")
+            path = args.screenshots / f"screenshot-tooling-{width}.png"  # the tooling: a run and its hook
+            screenshot(args.out / "tooling.html", f"#L{tooling_section}", path, width)
             print(f"wrote {path}")
             path = args.screenshots / f"screenshot-step-{width}.png"  # reinforce → vpg: the rollout step
             screenshot(args.out / "reinforce-to-vpg.html", "#step-2", path, width)

@@ -3,7 +3,8 @@
 A script keeps short comments (why a line is as it is, its equation once, shapes). The longer
 teaching (sources and their exact claims, where the defaults come from, deliberate differences and
 their evidence, hedges) is in docs/notes/<script>.md, and its page shows each note beside the code
-it explains. A note opens with a heading `## <anchor>` that names that code:
+it explains (tooling.py's are in docs/notes/tooling.md, on tooling.html). A note opens with a
+heading `## <anchor>` that names that code:
 
     ## intro                      the page's introduction, after the module docstring
     ## step                       the step from the file before: in the introduction, and on the

@@ -125,7 +125,7 @@ def test_a_copy_with_tooling_extended_with_a_flag_and_loop_state_resumes_exactly
     assert weights(folder) == weights(whole_folder)
     monkeypatch.syspath_prepend(str(tmp_path))  # the checkpoints pickle my_ppo's classes
     states = [read_saved(f"{f}checkpoint.pt", weights_only=False)["state"] for f in (folder, whole_folder)]
-    assert states[0]["ent_scale"] == states[1]["ent_scale"] == 0.5 ** 3  # three updates of 2,048 steps
+    assert states[0]["ent_scale"] == states[1]["ent_scale"] == 0.5 ** 12  # 12 updates of 4 × 128 steps
     assert resumed.stdout.splitlines()[-1] == whole.stdout.splitlines()[-1]  # the evaluation's line
     # the flag and the loop state matter: without the decay, the run ends elsewhere
     run(tmp_path, "my_ppo.py", *flags[:1], "--ent-decay=1", *flags[2:], "--log-dir=other")
