@@ -211,9 +211,14 @@ def resolved_flags(script_file: Path, argv: list[str]) -> dict:
     import tyro
 
     spec = importlib.util.spec_from_file_location(f"_flags_{script_file.stem}", script_file)
-    module = importlib.util.module_from_spec(spec)
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # tyro reads its source
     spec.loader.exec_module(module)
-    return asdict(tyro.cli(getattr(module, "RunArgs", module.Args), args=argv))  # RunArgs: Args and the tooling flags
+    if hasattr(module, "RunArgs"):  # before 0.5.0: Args and the tooling's flags, in the script
+        return asdict(tyro.cli(module.RunArgs, args=argv))
+    sys.path.insert(0, str(ROOT))
+    import tooling
+
+    return asdict(tyro.cli(tooling.run_args(module), args=argv))  # Args and the tooling's flags
 
 
 def script_commit(script: str, root: Path = ROOT) -> str:

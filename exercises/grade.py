@@ -779,6 +779,9 @@ def epochs_and_minibatches(m):
         if len(epochs) == 1 and PPO_RUN["update_epochs"] > 1:
             raise Named("an update runs one epoch: it must run --update-epochs of them over the same batch")
         assert len(epochs) == PPO_RUN["update_epochs"], f"{len(epochs)} epochs, not {PPO_RUN['update_epochs']}"
+        counts = [len(epoch) for epoch in epochs]  # each epoch's minibatches, counted
+        assert counts == [PPO_RUN["num_minibatches"]] * len(epochs), (
+            f"minibatches per epoch: {counts}, not {PPO_RUN['num_minibatches']} each")
         sizes = [len(mb["obs"]) for epoch in epochs for mb in epoch]
         assert sizes == [minibatch] * len(sizes), f"minibatches of {sorted(set(sizes))} samples, not {minibatch}"
         adam = [mb["adam"] for epoch in epochs for mb in epoch]
@@ -1116,7 +1119,8 @@ def unroll_starts_from_the_given_state(m):
     with torch.no_grad():
         if same(got, unrolled(agent, obs, state, torch.zeros(5, 3), mistake="repacked")):
             raise Named(REPACKED)
-    assert same(got, expected), "the outputs differ from the LSTMs stepped from the given state"
+    lstms = [lstm for lstm, k in (("actor", 0), ("critic", 1)) if not near(got[k], expected[k])]
+    assert not lstms, f"the outputs of the {' and the '.join(lstms)} LSTM differ from it stepped from the given state"
 
 
 def unroll_resets_where_an_episode_starts(m):
@@ -1136,11 +1140,12 @@ def unroll_resets_where_an_episode_starts(m):
         with torch.no_grad():
             if same(got, unrolled(agent, obs, state, starts, mistake=mistake)):
                 raise Named(name)
-    for b in range(3):  # which env goes wrong, and from which step: located, not named
+    for b in range(3):  # which env goes wrong, from which step, in which LSTM: located, not named
         for t in range(5):
-            if not (near(got[0][t, b], expected[0][t, b]) and near(got[1][t, b], expected[1][t, b])):
-                raise AssertionError(f"env {b}'s outputs differ from step {t} on" + (
-                    ", a step where its episode starts" if starts[t, b] else ""))
+            lstms = [lstm for lstm, k in (("actor", 0), ("critic", 1)) if not near(got[k][t, b], expected[k][t, b])]
+            if lstms:
+                raise AssertionError(f"env {b}'s outputs of the {' and the '.join(lstms)} LSTM differ from step {t} on"
+                                     + (", a step where its episode starts" if starts[t, b] else ""))
     assert same(got, expected), "the state returned after the last step differs"
 
 

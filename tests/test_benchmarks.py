@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from conftest import ROOT, kill_after_first_checkpoint
 
+import tooling
+
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import profile_lines  # noqa: E402
 import report  # noqa: E402
@@ -50,7 +52,7 @@ def test_smoke_suite_runs_end_to_end_and_resumes(local_smoke):
     assert "5 already finished, 0 to run" in again.stdout
     for spec in run.matrix("smoke"):  # each run records every field of its script's Args, and the script's commit
         result = json.loads((tmp_path / "runs" / spec["id"] / "result.json").read_text())
-        fields = {f.name for f in dataclasses.fields(importlib.import_module(spec["algo"]).RunArgs)}
+        fields = {f.name for f in dataclasses.fields(tooling.run_args(importlib.import_module(spec["algo"])))}
         assert set(result["flags"]) == fields and result["flags"]["seed"] == 1 and result["flags"]["eval_episodes"] == 1
         assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", result["script_commit"])
 

@@ -157,6 +157,9 @@ def test_kl_estimators_and_clipfrac_by_hand(ppo_script):
     assert stats["old_approx_kl"].item() == pytest.approx(k1, rel=1e-5)
     assert stats["approx_kl"].item() == pytest.approx(k3, rel=1e-5)
     assert stats["clipfrac"].item() == pytest.approx(0.5)  # only r = 1.5 lies outside [0.8, 1.2]
+    # both sides of [1 − ε, 1 + ε] count: r = 0.5 lies below it, r = 1 inside
+    _, _, stats = loss_terms(ppo_script, [math.log(0.5), 0.0], [1.0, 1.0])
+    assert stats["clipfrac"].item() == pytest.approx(0.5)
     # a sample on the edge of [1 − ε, 1 + ε] is not clipped (clamp leaves it as it is): r = 1, ε = 0
     _, _, stats = loss_terms(ppo_script, [0.0, 0.0], [1.0, 1.0], clip_coef=0.0)
     assert stats["clipfrac"].item() == 0.0
