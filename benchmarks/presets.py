@@ -271,3 +271,20 @@ SUITES["memory"] = [
     ("ppo_recurrent", "CartPoleNoVel-v1", ["--no-norm-obs", "--no-norm-reward"], FIVE_SEEDS, "no-normalisers"),
     ("ppo_discrete", "ppo_recurrent:CartPoleNoVel-v1", RECURRENT_SETTINGS, FIVE_SEEDS, "recurrent-settings"),
 ]
+
+# MinAtar settings from published PPO work on MinAtar (issue 77; benchmarks/minatar_sources.md),
+# scaled to a 2-core machine: 64 envs × 128 steps a batch (8,192 steps) in place of Pgx's 4,096
+# envs. "pgx" keeps Pgx's minibatch of 4,096 steps and so its steps per gradient step (3 epochs of
+# 2 minibatches); "gymnax" takes gymnax-blines' batch, 8 minibatches, 4 epochs, α 5e-4 and
+# γ 0.999; "gymnax-gamma-0.99" is gymnax with Pgx's γ. All keep α and ε constant, with c₁ 0.5 and
+# c₂ 0.01. Two games, seeds 1 and 2, at 2M steps: the small sweep that chose MINATAR below.
+MINATAR_PGX = ["--num-envs", "64", "--num-steps", "128", "--num-minibatches", "2", "--update-epochs", "3",
+               "--learning-rate", "3e-4", "--no-anneal-lr", "--no-anneal-clip", "--clip-coef", "0.2",
+               "--vf-coef", "0.5", "--ent-coef", "0.01", "--gamma", "0.99", "--gae-lambda", "0.95"]
+MINATAR_GYMNAX = ["--num-envs", "64", "--num-steps", "128", "--num-minibatches", "8", "--update-epochs", "4",
+                  "--learning-rate", "5e-4", "--no-anneal-lr", "--no-anneal-clip", "--clip-coef", "0.2",
+                  "--vf-coef", "0.5", "--ent-coef", "0.01", "--gamma", "0.999", "--gae-lambda", "0.95"]
+MINATAR_TUNE = {"pgx": MINATAR_PGX, "gymnax": MINATAR_GYMNAX,
+                "gymnax-gamma-0.99": MINATAR_GYMNAX[:-4] + ["--gamma", "0.99", "--gae-lambda", "0.95"]}
+SUITES["minatar-tune"] = [("ppo_atari", f"MinAtar/{game}-v1", TWO_MILLION + flags, [1, 2], name)
+                          for game in ("Breakout", "SpaceInvaders") for name, flags in MINATAR_TUNE.items()]
