@@ -1,9 +1,9 @@
 """Proximal policy optimisation (PPO-clip) from pixels: Atari games and MinAtar, in one file.
 
     PPO-clip on images, one iteration of `train`:
-    1. Each env turns its screens into the network's input (`make_env`). An ALE game gets DQN's
-       preprocessing: 84×84 grayscale frames, 4 of them stacked. A MinAtar game gives its 10×10
-       grid. In training on an ALE game, a lost life ends the episode and rewards become signs.
+    1. Each env turns its screens into the network's input (`make_env`): on ALE, Gymnasium's
+       form of DQN's preprocessing (84×84 gray frames, 4 stacked), on MinAtar its 10×10 grid.
+       In training on ALE, a lost life ends the episode and rewards become signs.
     2. Step the N envs T times with π_θ (`--- rollout ---`). Store obs (as uint8), a, r, V(s) and
        log π_θ_old(a|s).
     3. At a truncation, store V(final obs) to bootstrap the cut episode (`final_values`).
@@ -79,6 +79,8 @@ class Args:
     """GAE λ in [0, 1]: 0 gives one-step TD errors, 1 Monte-Carlo returns minus V"""
     bootstrap_truncation: bool = True
     """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
+    sticky_actions: float | None = None
+    """in [0, 1]: P(a game repeats its last action). Default: DQN's 0 on ALE, 0.1 on MinAtar"""
 
     # --- the run (tooling.py, where importable, adds its own flags) ---
     seed: int = 1
@@ -94,13 +96,21 @@ def is_ale(env_id: str) -> bool:
     return env_id.startswith("ALE/") or "NoFrameskip" in env_id
 
 
-def make_env(env_id: str, train: bool = False, **kwargs) -> gym.Env:
+def sticky(env_id: str, sticky_actions: float | None) -> float | None:
+    """--sticky-actions, or by default DQN's 0 on ALE and MinAtar's own 0.1 (else None)."""
+    default = 0.0 if is_ale(env_id) else 0.1 if env_id.startswith("MinAtar/") else None
+    return default if sticky_actions is None else sticky_actions
+
+
+def make_env(env_id: str, train: bool = False, sticky_actions=None, **kwargs) -> gym.Env:
     """The one place where an env is made: `train`, evaluation and the checks call it. An ALE game
     is cut at 108,000 frames (27,000 steps). An env with no time limit is cut at 108,000 steps."""
     if env_id.startswith("MinAtar/") and env_id not in gym.registry:
         import minatar.gym
         minatar.gym.register_envs()
     if not is_ale(env_id):
+        if sticky(env_id, sticky_actions) is not None:  # MinAtar takes it. Other envs refuse it.
+            kwargs["sticky_action_prob"] = sticky(env_id, sticky_actions)
         env = gym.make(env_id, **kwargs)
         if env.spec.max_episode_steps is None:
             env = gym.wrappers.TimeLimit(env, 108_000)
@@ -108,13 +118,12 @@ def make_env(env_id: str, train: bool = False, **kwargs) -> gym.Env:
         space = env.observation_space
         if len(space.shape) != 3:
             return env
-        space = gym.spaces.Box(np.moveaxis(space.low, 2, 0), np.moveaxis(space.high, 2, 0),
-                               dtype=space.dtype)
-        return gym.wrappers.TransformObservation(env, functools.partial(np.moveaxis, source=2,
-                                                                         destination=0), space)
+        to_chw = functools.partial(np.moveaxis, source=2, destination=0)
+        space = gym.spaces.Box(to_chw(space.low), to_chw(space.high), dtype=space.dtype)
+        return gym.wrappers.TransformObservation(env, to_chw, space)
     import ale_py
     gym.register_envs(ale_py)
-    env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0,
+    env = gym.make(env_id, frameskip=1, repeat_action_probability=sticky(env_id, sticky_actions),
                    max_episode_steps=108_000, **kwargs)
     env = SaveALEState(gym.wrappers.RecordEpisodeStatistics(env, stats_key="game"))
     # 1 to 30 no-ops at reset. A step is 4 frames, seen as the max of the last two, 84×84 grayscale.
@@ -179,18 +188,17 @@ class FireAtLifeStart(gym.Wrapper):
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        lives, last = self.env.unwrapped.ale.lives(), self.lives
-        self.lives = lives
-        if lives < last and not (terminated or truncated):
+        last, self.lives = self.lives, self.env.unwrapped.ale.lives()
+        if self.lives < last and not (terminated or truncated):
             obs, more, terminated, truncated, info = self.env.step(1)
             reward += more
         return obs, reward, terminated, truncated, info
 
 
-def make_vec_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+def make_vec_env(env_id: str, num_envs: int, sticky_actions=None) -> gym.vector.VectorEnv:
     # SAME_STEP autoreset: the step that ends an episode already returns the first observation of
     # the next one. The real last observation is in infos["final_obs"].
-    env_fn = functools.partial(make_env, env_id, train=True)
+    env_fn = functools.partial(make_env, env_id, train=True, sticky_actions=sticky_actions)
     return gym.vector.SyncVectorEnv([env_fn] * num_envs,
                                     autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
@@ -242,6 +250,9 @@ class Agent(nn.Module):
     def greedy_action(self, obs, memory=None):
         """The most likely action for an observation (C, H, W), and no memory for the next call."""
         return int(self.actor(self.features(torch.as_tensor(obs)[None])).argmax()), None
+
+    def sampled_action(self, obs, memory=None):
+        return int(self.get_action_and_value(torch.as_tensor(obs)[None])[0]), None
 
     def get_action_and_value(self, obs: torch.Tensor, action: torch.Tensor | None = None):
         """obs (B, C, H, W) -> action (B,), log π(a|s) (B,), entropy (B,), V(s) (B,)."""
@@ -331,12 +342,13 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
     torch.set_num_threads(args.num_threads)
     device = torch.device("cuda" if args.cuda else "cpu")
 
-    envs = make_vec_env(args.env_id, args.num_envs)
+    envs = make_vec_env(args.env_id, args.num_envs, args.sticky_actions)
     obs_shape = envs.single_observation_space.shape  # (C, H, W)
     agent = make_agent(args, envs.single_observation_space, envs.single_action_space).to(device)
-    print(f"{args.env_id}: " + ("DQN's Atari preprocessing" if is_ale(args.env_id) else "frames "
-          "as the env gives them, channels first") + f" (make_env), observations {obs_shape}, "
-          f"{agent.name}", flush=True)
+    print(f"{args.env_id}: " + ("Atari preprocessing after DQN's" if is_ale(args.env_id) else
+          "frames as the env gives them, channels first") + " (make_env), sticky actions "
+          f"{sticky(args.env_id, args.sticky_actions)}, observations {obs_shape}, {agent.name}",
+          flush=True)
     # One optimiser for the shared network. Adam's ε is 1e-5, not 1e-8 (core detail 3).
     optimizer = torch.optim.Adam(agent.parameters(), lr=args.learning_rate, eps=1e-5, fused=True)
 
@@ -421,8 +433,7 @@ def train(args: Args, writer: SummaryWriter | None = None, hook=None) -> dict:
         # --- flatten the batch: (T, N, ...) -> (T·N, ...) ---
         b_obs, b_actions = obs.reshape(-1, *obs_shape), actions.reshape(-1)
         b_values, b_returns = values.reshape(-1), returns.reshape(-1)
-        b_advantages = advantages.reshape(-1)
-        b_logprobs = logprobs.reshape(-1)
+        b_advantages, b_logprobs = advantages.reshape(-1), logprobs.reshape(-1)
 
         # --- update: K epochs, each a random split of the batch into minibatch Adam steps ---
         update_stats = []

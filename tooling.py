@@ -15,13 +15,16 @@ What a script offers, by name (what differs between the scripts):
 - `SPACES`: the observations it takes ("vector" or "image") and its actions ("Discrete", "Box",
   or "Discrete or Box"). Other spaces are refused in one line, with what to do where a wrapper or
   another script fits.
-- `Args`, `make_env(env_id, **kwargs)` and `train(args, writer, hook)`. `train` calls `hook`
-  with its `state()` dict at its start, and with the state and the update's losses after each
-  update. It goes on with the dict that the first call returns, and returns its state at the end.
+- `Args`, `make_env(env_id, **kwargs)` and `train(args, writer, hook)`. A keyword of
+  `make_env` named as a flag gets the flag's value (ppo_atari.py's `sticky_actions`), and
+  --eval-checkpoint takes such a flag. `train` calls `hook` with its `state()` dict at its start,
+  and with the state and the update's losses after each update. It goes on with the dict that the
+  first call returns, and returns its state at the end.
   The tooling needs the state's "agent", "envs" and "global_step", and the flags env_id, seed,
   cuda, total_timesteps, and num_envs with num_steps (or batch_size).
 - `make_agent(args, observation_space, action_space)`: the Agent that a model.pt's weights load
-  into. The tooling acts with `agent.greedy_action(obs, memory)` alone.
+  into. The tooling acts with `agent.greedy_action(obs, memory)`, and with --eval-sampled with
+  `agent.sampled_action(obs, memory)` too, where the Agent has it.
 - Optionally, a wrapper in `make_env` that has an attribute `pickles_state`: envs that pickle
   their own state (ALE's). Such envs are kept in a checkpoint, and a resume goes on mid-episode.
 """
@@ -70,7 +73,9 @@ class RunFlags:  # The tooling's flags. run_args(script) adds them to the script
     resume: str | None = None
     """go on with the run of this checkpoint.pt, its flags; a larger --total-timesteps extends it"""
     eval_episodes: int = 10
-    """deterministic episodes after training (0: none), each cut at 10,000 steps at most"""
+    """greedy episodes after training (0: none), each to the env's time limit (else 10,000 steps)"""
+    eval_sampled: bool = False
+    """after the greedy episodes, play as many with actions sampled from π (sampled_action)"""
     eval_seed: int | None = None
     """seed ≥ 0 of evaluation episodes; by default --seed + 10,000 (seeds training never used)"""
     eval_checkpoint: str | None = None
@@ -143,7 +148,7 @@ def check_flags(script, args):
         if type(value) in (int, float) and not (0 < value < np.inf or zero and value == 0):
             fail(f"--{flag.replace('_', '-')} must be finite and {'>= 0' if zero else 'positive'}"
                  f", not {value}")
-        if "[0, 1]" in help and value > 1:
+        if "[0, 1]" in help and value is not None and value > 1:
             fail(f"--{flag.replace('_', '-')} must lie in [0, 1]")
     if hasattr(args, "num_steps"):
         batch, of = args.num_envs * args.num_steps, "--num-envs × --num-steps = "
@@ -204,9 +209,11 @@ def check_args(script, args):
         os.environ.setdefault("MUJOCO_GL", "egl")
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     check_flags(script, args)
+    if args.eval_sampled and not hasattr(script.Agent, "sampled_action"):
+        fail(f"--eval-sampled: the Agent of {name(script)}.py has no sampled_action(obs, memory)")
     video = {"render_mode": "rgb_array"} if args.capture_video else {}  # Checked before training.
     try:
-        env = script.make_env(args.env_id, **video)
+        env = make_env(script, args, **video)
     except ImportError as error:  # ALE's or MinAtar's package, or an env of your own's module.
         package = {"ale_py": "ale-py", "minatar": "minatar"}.get(error.name)
         fail(f"--env-id {args.env_id}: " + (f"needs {error.name}: pip install {package}" if package
@@ -348,34 +355,58 @@ def saved_args(script, saved, path, resume):
     return RunArgs(**{k: v for k, v in saved["args"].items() if k in names})
 
 
-def evaluate(script, agent, args, folder):
-    """Play --eval-episodes episodes, each cut at 10,000 steps at most, and print and return
-    their returns. --capture-video films them into <folder>/videos. The agent acts through
-    `greedy_action` alone, with its memory reset at each episode's start. A Box action is clipped
-    to the env's bounds."""
-    video = {"render_mode": "rgb_array"} if args.capture_video else {}
-    env = gym.wrappers.TimeLimit(script.make_env(args.env_id, **video), 10_000)  # Or endless.
-    if args.capture_video:
+def env_flags(script):
+    """The flags that the script's `make_env` takes as keywords (ppo_atari.py's sticky_actions)."""
+    keywords = inspect.signature(script.make_env).parameters
+    return [f.name for f in fields(script.Args) if f.name in keywords and f.name != "env_id"]
+
+
+def make_env(script, args, **kwargs):
+    """The script's env for these flags: `make_env` gets each flag that it names as a keyword."""
+    return script.make_env(args.env_id, **{key: getattr(args, key) for key in env_flags(script)},
+                           **kwargs)
+
+
+def evaluate(script, agent, args, folder, sampled=False):
+    """Play --eval-episodes episodes, each to the env's own time limit (an env without one is cut
+    at 10,000 steps), and print and return their returns. The agent acts through `greedy_action`,
+    or with `sampled` through `sampled_action` (torch seeded with the episodes' seed), with its
+    memory reset at each episode's start. A Box action is clipped to the env's bounds.
+    --capture-video films the greedy episodes into <folder>/videos."""
+    video = {"render_mode": "rgb_array"} if args.capture_video and not sampled else {}
+    env = make_env(script, args, **video)
+    if getattr(env.spec, "max_episode_steps", None) is None:  # Or it may be endless.
+        env = gym.wrappers.TimeLimit(env, 10_000)
+    if video:
         env = gym.wrappers.RecordVideo(env, f"{folder}/videos", lambda _: True)
     if isinstance(env.action_space, gym.spaces.Box):  # A mean may lie outside the bounds.
         env = gym.wrappers.ClipAction(env)
     env = gym.wrappers.RecordEpisodeStatistics(env, args.eval_episodes)  # Keeps every return.
-    seed, last_print = args.seed + 10_000 if args.eval_seed is None else args.eval_seed, time.time()
-    for episode in range(args.eval_episodes):
+    seed = args.seed + 10_000 if args.eval_seed is None else args.eval_seed
+    act, how = (agent.sampled_action, "sampled") if sampled else (agent.greedy_action, "greedy")
+    with torch.random.fork_rng():  # Training's random state is left as it was.
+        torch.manual_seed(seed)
+        play(env, act, args.eval_episodes, seed)
+    env.close()
+    print(f"{args.env_id}: mean return {np.mean(env.return_queue):.2f} ± "
+          f"{np.std(env.return_queue):.2f} over {args.eval_episodes} {how} episodes (seed {seed})")
+    return np.ravel(env.return_queue).tolist()  # Floats: a reward may be an array of one.
+
+
+def play(env, act, episodes, seed):
+    """Play `episodes` episodes with `act(obs, memory)`, saying every 5 s how far they are."""
+    last_print = time.time()
+    for episode in range(episodes):
         obs, _ = env.reset(seed=seed if episode == 0 else None)  # The first seed fixes them all.
         done, memory, steps = False, None, 0
         while not done:
-            action, memory = agent.greedy_action(obs, memory)
+            action, memory = act(obs, memory)
             obs, _, terminated, truncated, _ = env.step(action)
             done, steps = terminated or truncated, steps + 1
             if time.time() - last_print > 5:  # A long evaluation says how far it is.
                 last_print = time.time()
-                print(f"evaluating: episode {episode + 1}/{args.eval_episodes}, {steps:,} steps "
-                      "played", flush=True)
-    env.close()
-    print(f"{args.env_id}: mean return {np.mean(env.return_queue):.2f} ± "
-          f"{np.std(env.return_queue):.2f} over {args.eval_episodes} episodes (seed {seed})")
-    return np.ravel(env.return_queue).tolist()  # Floats: a reward may be an array of one.
+                print(f"evaluating: episode {episode + 1}/{episodes}, {steps:,} steps played",
+                      flush=True)
 
 
 def load_agent(script, path, args=None):
@@ -387,7 +418,7 @@ def load_agent(script, path, args=None):
     with named(script):
         saved = load(script, path, resume=False)
         args = args or saved_args(script, saved, path, resume=False)
-    env = script.make_env(args.env_id)
+    env = make_env(script, args)
     agent = script.make_agent(args, env.observation_space, env.action_space)
     agent.load_state_dict(saved["model"])
     return agent
@@ -431,7 +462,8 @@ def parse(script, args):
     flags not given take the values saved in the file, and the file's content comes too. With
     --resume, a flag of `Args` that differs from the run's is refused, but for --total-timesteps:
     a larger one extends the run. With --eval-checkpoint, one that changes what the model means is
-    refused (all of `Args` but --env-id, --seed, --num-threads, --cuda)."""
+    refused (all of `Args` but --env-id, --seed, --num-threads, --cuda and the flags that
+    `make_env` takes)."""
     RunArgs = run_args(script)
     cli, args = args is None, args or tyro.cli(RunArgs)
     path = args.resume or args.eval_checkpoint
@@ -441,7 +473,8 @@ def parse(script, args):
                    eval_checkpoint=None)
         args = (tyro.cli(RunArgs, default=RunArgs(**old)) if cli else RunArgs(
             **{k: old[k] if v == getattr(RunArgs, k) else v for k, v in asdict(args).items()}))
-        allowed = ["total_timesteps"] if args.resume else ["env_id", "seed", "num_threads", "cuda"]
+        allowed = (["total_timesteps"] if args.resume
+                   else ["env_id", "seed", "num_threads", "cuda", *env_flags(script)])
         for key in [f.name for f in fields(script.Args) if getattr(args, f.name) != old[f.name]]:
             if key not in allowed:  # The model's meaning (--eval-checkpoint), or the run's.
                 fail(f"{'--resume' if args.resume else '--eval-checkpoint'} takes the flags the "
@@ -453,20 +486,28 @@ def main(script, args=None) -> dict:
     """Train `script` (a module), with the tooling around its `train`. Or go on with the run of a
     --resume checkpoint. Or evaluate the policy of an --eval-checkpoint file. `args` (its
     RunArgs, `run_args(script)`) come from code of one's own, or else from the command line
-    (`parse`). Returns `train`'s state with the run's folder (run_dir) and eval_returns. With
-    --eval-checkpoint, it returns only eval_returns."""
+    (`parse`). Returns `train`'s state with the run's folder (run_dir), eval_returns and
+    eval_sampled_returns. With --eval-checkpoint, it returns only those two."""
     with named(script):
         check_release(script)
         args, saved, path = parse(script, args)
         check_args(script, args)
         if args.eval_checkpoint:
             try:
-                agent = load_agent(script, path, args)
-                return {"eval_returns": evaluate(script, agent, args, os.path.dirname(path))}
+                return evaluations(script, load_agent(script, path, args), args,
+                                   os.path.dirname(path))
             except RuntimeError as error:  # Weights that do not fit: torch's line, first misfit.
                 first = " ".join(str(error).split("\n\t")[:2])
                 fail(f"--eval-checkpoint {path}: {first}")
         return Run(script, args, saved, path).train()
+
+
+def evaluations(script, agent, args, folder):
+    """The greedy evaluation's returns (eval_returns), and the sampled one's with --eval-sampled."""
+    greedy = evaluate(script, agent, args, folder) if args.eval_episodes else []
+    sampled = evaluate(script, agent, args, folder, sampled=True) if (
+        args.eval_sampled and args.eval_episodes) else []
+    return {"eval_returns": greedy, "eval_sampled_returns": sampled}
 
 
 def lock(folder):
@@ -631,18 +672,19 @@ class Run:
             self.save(state)
             if args.save_model:
                 print(f"model saved to {folder}/model.pt")
-            eval_returns = (evaluate(script, state["agent"].cpu(), args, folder)
-                            if args.eval_episodes else [])
+            returns = evaluations(script, state["agent"].cpu(), args, folder)
         except KeyboardInterrupt as error:
             stopped(script, folder, *interrupted(error, "after training (saving or evaluating)"),
                     resume=False)
         except OSError as error:
             stopped(script, folder, self.cannot_write(error, "after training"))
-        for episode_return in eval_returns:  # At the step of the policy evaluated.
-            self.writer.add_scalar("eval/episodic_return", episode_return, state["global_step"])
+        for key, tag in (("eval_returns", "eval/episodic_return"),
+                         ("eval_sampled_returns", "eval/sampled_episodic_return")):
+            for episode_return in returns[key]:  # At the step of the policy evaluated.
+                self.writer.add_scalar(tag, episode_return, state["global_step"])
         self.writer.close()
         LOCK.close()
-        return dict(state, run_dir=folder, eval_returns=eval_returns)
+        return dict(state, run_dir=folder, **returns)
 
 
 def cli(path):

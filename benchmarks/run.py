@@ -141,11 +141,14 @@ def read_curve(log_dir: str) -> dict:
     events = EventAccumulator(events_dir, size_guidance={"scalars": 0})  # 0: keep every point
     events.Reload()
     returns, lengths = events.Scalars("charts/episodic_return"), events.Scalars("charts/episodic_length")
-    evaluation = events.Scalars("eval/episodic_return") if "eval/episodic_return" in events.Tags()["scalars"] else []
+    tags = events.Tags()["scalars"]
+    evaluation, sampled = ([round(e.value, 3) for e in events.Scalars(tag)] if tag in tags else []
+                           for tag in ("eval/episodic_return", "eval/sampled_episodic_return"))
     return {"step": [e.step for e in returns], "return": [round(e.value, 3) for e in returns],
             "length": [int(e.value) for e in lengths], "sps": events.Scalars("charts/SPS")[-1].value,
             "global_step": events.Scalars("charts/SPS")[-1].step,  # steps taken by the end of the last update
-            "eval": [round(e.value, 3) for e in evaluation]}  # the greedy policy's episodes after training
+            "eval": evaluation,  # the greedy policy's episodes after training
+            "eval_sampled": sampled}  # with --eval-sampled, as many with actions sampled from π
 
 
 def final_return(returns: list[float]) -> float:
@@ -197,6 +200,9 @@ def perform(run: dict, root: Path, log_dir: Path, workers: int = 1) -> dict:
             raise RuntimeError("the run finished no episode")
         result.update(status="ok", final_return=round(final_return(curve["return"]), 2), sps=round(curve["sps"]),
                       total_timesteps=curve.pop("global_step"), eval_returns=curve.pop("eval"), curve=curve)
+        sampled = curve.pop("eval_sampled")
+        if sampled:  # only runs with --eval-sampled have it
+            result["eval_sampled_returns"] = sampled
     except Exception as error:  # recorded, and the other runs go on
         result.update(status="failed", error=str(error))
     return result

@@ -156,6 +156,7 @@ nav.pages { display: flex; justify-content: space-between; gap: 16px; padding-to
 .notes table { border-collapse: collapse; font-size: 13.5px; width: 100%; }
 .notes td { padding: 2px 6px 2px 0; vertical-align: top; border-bottom: 1px solid #eee; overflow-wrap: anywhere; }
 .notes td:first-child { white-space: nowrap; }
+.notes tr.flag-note td { white-space: normal; padding-left: 1.2em; color: #333; }
 math { font-family: "DejaVu Math TeX Gyre", "STIX Two Math", "Cambria Math", "Latin Modern Math", math; }
 math[display="block"] { margin: 8px 0; }
 /* A script of a script at the size of the first (0.7 of the text), not of the second (0.5): π_old in a subscript */
@@ -512,10 +513,12 @@ def docstring_lines(node: ast.AST) -> range:
     return range(node.body[0].lineno, node.body[0].end_lineno + 1)
 
 
-def flags_html(lines: list[str], code: list[int], spans: bool = True) -> tuple[str, set[int]]:
+def flags_html(lines: list[str], code: list[int], spans: bool = True,
+               notes: dict[int, str] | None = None) -> tuple[str, set[int]]:
     """The notes beside a part of `Args` (or of tooling.py's `RunFlags`): each flag of those lines
-    with its meaning, as --help shows it; and the lines of those meanings (the fields' docstrings),
-    which the code column leaves out. Each row names them (data-lines) where `spans`."""
+    with its meaning, as --help shows it, and below it the notes on its field's line (`notes`: line
+    number -> html); and the lines of those meanings (the fields' docstrings), which the code column
+    leaves out. Each row names them (data-lines) where `spans`."""
     rows, number, numbers, docs = [], 0, list(code), set()
     while number < len(numbers):
         line = lines[numbers[number] - 1]
@@ -523,7 +526,7 @@ def flags_html(lines: list[str], code: list[int], spans: bool = True) -> tuple[s
         if not m:
             number += 1
             continue
-        doc, number = [], number + 1
+        field, doc, number = numbers[number], [], number + 1
         # its docstring: the lines after it, up to the next field or the end of the class
         while number < len(numbers) and not re.match(r"    \w+: |\S", lines[numbers[number] - 1]):
             if lines[numbers[number] - 1].strip():
@@ -534,6 +537,8 @@ def flags_html(lines: list[str], code: list[int], spans: bool = True) -> tuple[s
         meaning = " ".join(lines[n - 1].strip().strip('"') for n in doc)
         span = f' data-lines="{f"{doc[0]}-{doc[-1]}" if doc else ""}"' if spans else ""
         rows.append(f'<tr{span}><td><code>{flag}</code></td><td>{prose(meaning)}</td></tr>')
+        if field in (notes or {}):
+            rows.append(f'<tr class="flag-note"><td colspan="2">{notes[field]}</td></tr>')
     return (f"<table>{''.join(rows)}</table>" if rows else ""), docs
 
 
@@ -634,8 +639,12 @@ def render(name: str, source: str | None = None) -> str:
         with_notes = {d.lineno: definition_docstring(d, len(documented) > 1) + "".join(
             side_notes.html(n, prose_block, math) for n in beside if n.line == d.lineno) for d in documented}
         beside = [n for n in beside if n.line not in with_notes]
-        flags, field_docs = (flags_html(lines, code) if code and any(first <= code[0] <= last for first, last in flag_classes)
-                             else ("", set()))
+        in_flags = code and any(first <= code[0] <= last for first, last in flag_classes)
+        # a note on a field's line goes below that flag's row
+        field_notes = {n.line: side_notes.html(n, prose_block, math) for n in beside
+                       if in_flags and re.match(r"    \w+: ", lines[n.line - 1])}
+        beside = [n for n in beside if n.line not in field_notes]
+        flags, field_docs = (flags_html(lines, code, notes=field_notes) if in_flags else ("", set()))
         if args_end in code:
             flags += tooling_flags_html()
         shown = [n for n in code if n not in field_docs and (n not in docs or n == docs[n].body[0].lineno)]
@@ -826,7 +835,7 @@ def diff_html(old: tuple[int, list[str]], new: tuple[int, list[str]], old_hl: li
 # first, then what feeds it, then the networks and the loop that use them.
 ALGORITHM_FIRST = ["reinforce_loss", "vpg_loss", "surrogate", "ppo_loss", "trpo_step", "mean_kl",
                    "fisher_vector_product", "conjugate_gradient", "line_search", "flat_grad", "value_loss",
-                   "compute_returns", "compute_gae", "RunningMeanStd", "RewardScaler", "Agent", "train", "head", "mlp",
+                   "compute_returns", "compute_gae", "RunningMeanStd", "RewardScaler", "encoder", "Agent", "train", "head", "mlp",
                    "layer_init", "zero_entries", "make_no_velocity_env"]
 
 
@@ -885,6 +894,7 @@ def changed_blocks(old_name: str, new_name: str, part: str) -> tuple[list[str], 
         title = (f"<code>{name}</code>" + (f" (was <code>{before}</code>)" if before != name else "")
                  + (" (new)" if before not in old else "") + ("" if counts[0] else ": comments only"))
         rank = ALGORITHM_FIRST.index(name) if name in ALGORITHM_FIRST else len(ALGORITHM_FIRST)
+        rank += 0 if counts[0] else 1000  # a change of comments alone after every change of code
         blocks.append((rank, f"<h3>{title}</h3>" + diff_html(old_part, new[name], old_hl, new_hl)))
     for name in [n for n in old if n not in new and n not in replaced.values()]:
         start, gone = old[name]

@@ -48,13 +48,19 @@ INDEX = [(r"\[t\]", "[t - 1]"), (r"\[t \+ 1\]", "[t]"), (r"\[t - 1\]", "[t]"), (
 
 def single_line_statements(tree: ast.AST, start: int, end: int) -> dict[int, bool]:
     """Line -> whether it is a simple statement (deletable), for the statements of lines
-    start..end that fit on one line."""
+    start..end that fit on one line; and each line of a simple statement or return that spans
+    several (not deletable: its operators are changed, as the clipfrac line of a stats dict)."""
     found = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and start <= node.lineno == node.end_lineno <= end:
             simple = not isinstance(node, (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.FunctionDef,
                                            ast.ClassDef, ast.Return))
             found[node.lineno] = found.get(node.lineno, True) and simple
+    for node in ast.walk(tree):
+        if (isinstance(node, (*SIMPLE_STATEMENTS, ast.Return)) and node.lineno < node.end_lineno
+                and start <= node.lineno and node.end_lineno <= end):
+            for n in range(node.lineno, node.end_lineno + 1):
+                found.setdefault(n, False)
     return found
 
 
@@ -222,6 +228,8 @@ def main() -> None:
                         help="only these kinds of mutant: one line changed, or a statement moved across a loop")
     parser.add_argument("--survivors-of", type=Path, metavar="LOG",
                         help="only the mutants an earlier output of this tool did not catch (after new checks)")
+    parser.add_argument("--not-in", type=Path, metavar="LIST",
+                        help="only the mutants that an earlier --list output does not hold (new operators' mutants)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds for one mutant's grading or tests")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -234,6 +242,10 @@ def main() -> None:
                     for line in args.survivors_of.read_text().splitlines()
                     if line.startswith("[") and ("  MISSED" in line or "  not caught" in line)}
         every = [m for m in every if f"exercise {m[0]}: {m[1]}.py:{where(m[2])}: {shown(m[2], m[3], m[4])}" in survived]
+    if args.not_in:
+        listed = set(args.not_in.read_text().splitlines())
+        every = [m for m in every
+                 if f"exercise {m[0]}: {m[1]}.py:{where(m[2])}: {shown(m[2], m[3], m[4], listing=True)}" not in listed]
     if args.list:
         for number, script, n, old, new in every:
             print(f"exercise {number}: {script}.py:{where(n)}: {shown(n, old, new, listing=True)}")

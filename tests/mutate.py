@@ -8,8 +8,9 @@ a line of the small math functions (GAE, the returns, the losses, the KL, conjug
 normalisers), or one of the FORMULAS lines named below. Each mutant changes one of them in one
 plausible way: an operator (+ −, * /, ** ·), a comparison, a swapped name (terminations and
 truncations, mean and sum, γ or λ replaced by 1), a dropped 1 − or minus sign, a number, a
-shifted slice. The mutant runs in a scratch copy of the repository against the fast tests
-(FAST_TESTS, stopping at the first failure); it is killed if a test fails, survives if all pass.
+shifted slice, a two-sided test or bound made one-sided (an `abs` dropped, a clamp's bound).
+The mutant runs in a scratch copy of the repository against the fast tests (FAST_TESTS, stopping
+at the first failure); it is killed if a test fails, survives if all pass.
 Not part of CI (it takes about an hour on two cores); tests/README.md gives the last score and
 explains every survivor.
 """
@@ -60,6 +61,9 @@ OPERATORS = [
     (r"\[1:\]", "[:-1]"), (r"\[:-1\]", "[1:]"), (r"\bvalues\b", "next_values"), (r"\bnext_values\b", "values"),
     (r"(?<![\w.])0\.5(?![\d.])", "1.0"), (r"(?<![\w.])2(?![\d.])", "1"), (r"(?<![\w.])1e-8(?![\d.])", "1e-2"),
     (r"\bfinal_values\b", "values"), (r"\breturns\b", "advantages"), (r"\badvantages\b", "returns"),
+    # A two-sided test or bound made one-sided: |x| > c as x > c, clamp(x, lo, hi) without lo or hi.
+    (r"\.abs\(\)", ""), (r"\babs\(", "("), (r"(torch\.clamp\([^,]+, )[^,]+, ", r"\1None, "),
+    (r"(torch\.clamp\([^,]+, [^,]+), [^,()]+\)", r"\1)"),
 ]
 
 

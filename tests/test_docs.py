@@ -714,3 +714,54 @@ def test_the_notes_of_a_section_follow_the_order_of_the_lines_they_explain(name)
         lines = [int(m[0] or m[1]) for m in re.findall(r'data-anchor="(\d+)"|data-def="(\d+)"', section)]
         lines = [n for n in lines if n]  # (0: the introduction's notes)
         assert lines == sorted(lines), (name, lines)
+
+
+def shown_twice(page: str) -> list[str]:
+    """The added lines of a step page that it shows more than once: the same line of the same
+    file twice, or a line of the algorithm's sections again under "Everything else"."""
+    def added(fragment):
+        rows = re.findall(r'<span class="add"><span class="ln"></span><span class="ln">(\d+)</span>\+ (.*?)</span>'
+                          r'(?=<span class="(?:add|del|same|hunk)"|</pre>)', fragment)
+        return [(int(n), " ".join(html.unescape(re.sub(r"<[^>]+>", "", text)).split())) for n, text in rows]
+
+    body, _, rest = page.partition("<h2>Everything else")
+    twice = []
+    for section in re.split(r'<h2 id="step-\d+">', body)[1:]:  # one file's lines each
+        numbers = [n for n, _ in added(section)]
+        twice += [f"line {n} twice" for n in sorted({n for n in numbers if numbers.count(n) > 1})]
+    algorithm = {text for _, text in added(body) if len(text) > 12}  # not `)` or `return x`
+    return twice + [f"again under 'Everything else': {text}" for _, text in added(rest) if text in algorithm]
+
+
+@pytest.mark.parametrize("old,new", TITLES)
+def test_a_step_page_shows_each_added_line_once(old, new):
+    """The step's sections show each change of the algorithm once, and "Everything else" only
+    what they do not show. At 6ad8e2b the tooling's block repeated the algorithm's whole diff."""
+    assert shown_twice(build.step_page(old, new)) == []
+
+
+def test_a_page_that_shows_an_added_line_twice_is_caught():
+    page = build.step_page("ppo_discrete", "ppo_atari")
+    first = re.search(r'<span class="add">.*?</span></span>(?=<span)', page).group(0)
+    assert shown_twice(page.replace(first, first * 2))
+    old = subprocess.run(["git", "-C", str(ROOT), "show", "6ad8e2b:docs/ppo_discrete-to-ppo_atari.html"],
+                         capture_output=True, text=True)
+    if old.returncode == 0:  # a clone with the history: the page as it was
+        assert len(shown_twice(old.stdout)) > 100
+
+
+@pytest.mark.parametrize("name", list(build.SCRIPTS))
+def test_each_note_on_a_flag_sits_below_that_flags_row(name):
+    """A note on a field of Args is the row below its flag in the table of flags, not after the
+    whole table (on ppo_atari.html, up to about 900 px from its field)."""
+    lines = (ROOT / f"{name}.py").read_text().split("\n")
+    page = (ROOT / "docs" / f"{name}.html").read_text()
+    fields = [n for n, line in enumerate(lines, 1) if re.match(r"    \w+: .*= ", line)]
+    anchors = [int(a) for a in re.findall(r'<div class="note" data-anchor="(\d+)"', page)]
+    on_fields = [a for a in anchors if a in fields and "class Args" in "\n".join(lines[:a])]
+    for anchor in on_fields:
+        row = re.search(rf'<tr data-lines="{anchor + 1}-\d+"><td><code>--[\w-]+</code></td><td>.*?</td></tr>'
+                        rf'<tr class="flag-note"><td colspan="2"><div class="note" data-anchor="{anchor}">', page)
+        assert row, f"{name}.html: the note on line {anchor} ({lines[anchor - 1].strip()}) is not below its flag"
+    if name == "ppo_atari":
+        assert len(on_fields) >= 8

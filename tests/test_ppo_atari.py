@@ -210,8 +210,8 @@ def test_a_tiny_ale_run_trains_saves_and_evaluates(tmp_path):
                      "--log-dir", str(tmp_path), timeout=300)
     assert out.returncode == 0, out.stderr
     first = out.stdout.splitlines()[0]
-    assert first == ("ALE/Breakout-v5: DQN's Atari preprocessing (make_env), observations "
-                     "(4, 84, 84), the Nature CNN"), first
+    assert first == ("ALE/Breakout-v5: Atari preprocessing after DQN's (make_env), sticky actions 0.0, "
+                     "observations (4, 84, 84), the Nature CNN"), first
     assert "ALE/Breakout-v5: mean return" in out.stdout
 
 
@@ -220,7 +220,8 @@ def test_a_tiny_minatar_run_says_what_it_uses(tmp_path):
                      "--eval-episodes", "1", "--log-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0] == ("MinAtar/Seaquest-v1: frames as the env gives them, "
-                                          "channels first (make_env), observations (10, 10, 10), "
+                                          "channels first (make_env), sticky actions 0.1, "
+                                          "observations (10, 10, 10), "
                                           "MinAtar's network (one 3×3 convolution)")
 
 
@@ -266,3 +267,87 @@ def test_a_missing_package_is_named_with_its_install_command(monkeypatch, capsys
         tooling.check_args(atari, short_args(atari, "runs", env_id="ALE/Breakout-v5"))
     # tooling.check_args's own line: `main` puts "ppo_atari.py: error: " before it
     assert str(stop.value) == "--env-id ALE/Breakout-v5: needs ale_py: pip install ale-py"
+
+
+@pytest.mark.parametrize("env_id, default", [("ALE/Breakout-v5", 0.0), ("MinAtar/Breakout-v1", 0.1)])
+def test_sticky_actions_reach_the_emulator_in_training_and_evaluation(env_id, default, tmp_path):
+    """ALE's repeat_action_probability and MinAtar's sticky_action_prob: the flag, or by default
+    DQN's 0 on ALE and MinAtar's own 0.1, in the training envs and in the evaluation's env."""
+    def sticky(env):
+        game = env.unwrapped
+        return game.ale.getFloat("repeat_action_probability") if hasattr(game, "ale") else \
+            game.game.sticky_action_prob
+
+    for flag, expected in [(None, default), (0.25, 0.25), (0.0, 0.0)]:
+        envs = atari.make_vec_env(env_id, 2, flag)
+        assert [sticky(env) for env in envs.envs] == pytest.approx([expected] * 2)
+        envs.close()
+        args = short_args(atari, str(tmp_path), env_id=env_id, sticky_actions=flag)
+        assert sticky(tooling.make_env(atari, args)) == pytest.approx(expected)
+        assert atari.sticky(env_id, flag) == expected
+
+
+def test_sticky_actions_change_what_the_game_does():
+    """With probability 1 MinAtar repeats its last action for ever, and that starts as a no-op:
+    the Breakout paddle never moves. Without sticky actions it goes where it is sent."""
+    def paddle_columns(p):
+        env = atari.make_env("MinAtar/Breakout-v1", sticky_actions=p)
+        obs, _ = env.reset(seed=0)
+        columns = [int(np.flatnonzero(obs[0, 9])[0])]  # channel 0 is the paddle, on row 9
+        for action in [1, 1, 1, 2, 2]:  # the minimal set: 0 no-op, 1 left, 2 right
+            obs = env.step(action)[0]
+            columns.append(int(np.flatnonzero(obs[0, 9])[0]))
+        return columns
+
+    assert len(set(paddle_columns(1.0))) == 1
+    moved = paddle_columns(0.0)
+    assert moved == [4, 3, 2, 1, 2, 3], moved
+
+
+def test_evaluation_plays_past_10000_steps_to_the_envs_own_limit(tmp_path):
+    """ALE's games are cut at 108,000 frames (27,000 steps): an evaluation game is not cut
+    sooner. An env of 12,000 steps (reward 1 each) is played to its end; the cap was 10,000."""
+    if "Tick12k-v0" not in gym.registry:
+        gym.register("Tick12k-v0", entry_point="conftest:TickEnv", max_episode_steps=12_000)
+
+    class Constant:
+        def greedy_action(self, obs, memory=None):
+            return 0, None
+
+    import ppo_discrete
+    args = short_args(ppo_discrete, str(tmp_path), env_id="Tick12k-v0", eval_episodes=1)
+    assert tooling.evaluate(ppo_discrete, Constant(), args, str(tmp_path)) == [12_000.0]
+    assert atari.make_env("ALE/Breakout-v5").spec.max_episode_steps == 108_000  # frames
+
+
+def test_sampled_evaluation_samples_from_the_policy_and_is_reproducible(tmp_path):
+    """--eval-sampled plays as many episodes again, each action drawn from π: a uniform policy
+    gives several actions where the greedy one gives one. The same seed gives the same returns."""
+    env = atari.make_env("MinAtar/Breakout-v1")
+    agent = atari.make_agent(atari.Args(), env.observation_space, env.action_space)
+    obs, _ = env.reset(seed=0)
+    assert len({agent.sampled_action(obs)[0] for _ in range(60)}) == env.action_space.n
+    assert len({agent.greedy_action(obs)[0] for _ in range(60)}) == 1
+    args = short_args(atari, str(tmp_path), env_id="MinAtar/Breakout-v1", total_timesteps=2048,
+                      eval_episodes=3, eval_sampled=True)
+    first, second = tooling.main(atari, args), tooling.main(atari, args)
+    assert len(first["eval_sampled_returns"]) == 3 and len(first["eval_returns"]) == 3
+    assert first["eval_sampled_returns"] == second["eval_sampled_returns"]
+
+
+def test_sampled_evaluation_is_refused_where_the_agent_cannot_sample(tmp_path):
+    out = run_script("ppo_discrete.py", "--eval-sampled", "--log-dir", str(tmp_path))
+    assert out.returncode == 1 and out.stderr.strip() == (
+        "ppo_discrete.py: error: --eval-sampled: the Agent of ppo_discrete.py has no "
+        "sampled_action(obs, memory)"), out.stderr
+
+
+def test_eval_checkpoint_takes_sticky_actions_but_no_other_flag_of_the_model(tmp_path):
+    args = short_args(atari, str(tmp_path), env_id="MinAtar/Breakout-v1", total_timesteps=1024,
+                      eval_episodes=0, save_model=True)
+    model = tooling.main(atari, args)["run_dir"] + "/model.pt"
+    ok = run_script("ppo_atari.py", "--eval-checkpoint", model, "--sticky-actions", "0.25",
+                    "--eval-episodes", "1")
+    assert ok.returncode == 0 and "sticky" not in ok.stderr, ok.stderr
+    refused = run_script("ppo_atari.py", "--eval-checkpoint", model, "--clip-coef", "0.3")
+    assert refused.returncode == 1 and "leave out --clip-coef" in refused.stderr
