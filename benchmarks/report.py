@@ -28,12 +28,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import stats  # noqa: E402
 from presets import (  # noqa: E402
     CLEANRL_MUJOCO2,
     CLEANRL_V4,
     FIGURE3_ENVS,
     FIVE_SEEDS,
+    MINATAR_GAMES,
     MINATAR_PAPER,
+    MINATAR_SOURCES,
     PPO_PAPER_FIGURE3,
     REFERENCES,
     RL_ZOO_RECURRENT,
@@ -526,6 +529,111 @@ def minatar_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
     return lines
 
 
+def one_sample_interval(x: list[float], statistic, reps: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    """The 95% percentile bootstrap interval of statistic(x) over resamples of the seeds."""
+    rng, x = np.random.default_rng(seed), np.asarray(x, dtype=float)
+    low, high = stats.percentile_interval([statistic(stats.redraw(rng, x)) for _ in range(reps)], 0.95)
+    return float(low), float(high)
+
+
+def with_interval(x: list[float], statistic) -> str:
+    low, high = one_sample_interval(x, statistic)
+    return f"{statistic(x):.1f} [{low:.1f}, {high:.1f}]"
+
+
+def minatar_5m_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
+    """ppo_atari.py at MINATAR's settings on MinAtar's five games, 10 seeds of 5M steps (the
+    minatar-5m suite): per game, the mean and the IQM of the final return with 95% bootstrap
+    intervals, the greedy and the sampled evaluation, beside the MinAtar paper's readings at 5M;
+    the goal (at or above the better reading on at least 4 games) met or its shortfall; curves."""
+    runs = [r for r in results if r["suite"] == "minatar-5m" and r["status"] == "ok"]
+    if not runs:
+        return []
+    (_, _, flags, seeds, *_), *_ = SUITES["minatar-5m"]
+    shown_flags = " ".join(flags[flags.index("--total-timesteps") + 2:]) if "--total-timesteps" in flags else " ".join(flags)
+    lines = ["## Pixels: `ppo_atari.py` on MinAtar at 5M steps, 10 seeds", "",
+             "MinAtar's five games (`MinAtar/<Game>-v1`: the minimal action sets, sticky actions 0.1, as the "
+             "MinAtar paper played), 5M steps a run (the MinAtar paper's horizon; a step is one frame), seeds "
+             f"{seeds[0]}-{seeds[-1]}. `ppo_atari.py` with MinAtar's network and the settings of "
+             "`benchmarks/presets.py`'s `MINATAR`, chosen from published PPO work on MinAtar "
+             "(`benchmarks/minatar_sources.md`) by the minatar-tune sweep below: "
+             f"`{shown_flags}`. Final return: each run's mean over its last 100 training episodes (sampled "
+             "actions; the MinAtar paper's metric). The mean and the interquartile mean (IQM) over seeds, each "
+             "with its 95% bootstrap interval over seeds. Evaluation: after training, 10 episodes with the most "
+             "probable action (greedy) and 10 on the same seeds with sampled actions, each episode to its end "
+             "(or 108,000 steps); the mean over seeds of each run's mean. The MinAtar paper's readings are "
+             "those of `benchmarks/presets.py` at 5M frames (its curves, 30 runs, the v0 games).", "",
+             "| game | seeds | final return: mean [95%] | IQM [95%] | greedy evaluation | sampled evaluation "
+             "| MinAtar paper at 5M: DQN, AC(0.8) | against the better reading |",
+             "|---|---|---|---|---|---|---|---|"]
+    met, short = [], []
+    cells = {game: sorted([r for r in runs if r["env_id"] == f"MinAtar/{game}-v1"], key=lambda r: r["seed"])
+             for game in MINATAR_GAMES}
+    for game, cell in cells.items():
+        readings = {curve: float(at5.lstrip("~")) for curve, (_, at5) in MINATAR_PAPER[f"{game}-v1"].items()}
+        paper = ", ".join(f"{curve} {at5}" for curve, (_, at5) in MINATAR_PAPER[f"{game}-v1"].items())
+        if not cell:
+            lines.append(f"| {game}-v1 | 0 of {len(seeds)} | not yet run | | | | {paper} | |")
+            continue
+        finals = [r["final_return"] for r in cell]
+        greedy = [np.mean(r["eval_returns"]) for r in cell if r.get("eval_returns")]
+        sampled = [np.mean(r["eval_sampled_returns"]) for r in cell if r.get("eval_sampled_returns")]
+        best = max(readings.values())
+        mean = float(np.mean(finals))
+        if mean >= best:
+            verdict = f"at or above ({mean:.1f} ≥ {best:g})"
+            met.append(game)
+        else:
+            verdict = f"short by {best - mean:.1f} ({(best - mean) / best:.0%} of {best:g})"
+            short.append(game)
+        lines.append(f"| {game}-v1 | {len(cell)} of {len(seeds)} | {with_interval(finals, np.mean)} | "
+                     f"{with_interval(finals, stats.iqm) if len(finals) >= 4 else 'needs 4 seeds'} | "
+                     f"{np.mean(greedy):.1f} | {np.mean(sampled):.1f} | {paper} | {verdict} |"
+                     if greedy and sampled else
+                     f"| {game}-v1 | {len(cell)} of {len(seeds)} | {with_interval(finals, np.mean)} | | | | {paper} | "
+                     f"{verdict} |")
+    done = all(len(cell) == len(seeds) for cell in cells.values())
+    lines += ["", ("The suite is complete. " if done else f"The suite is not complete: {len(runs)} of "
+                   f"{len(seeds) * len(cells)} runs so far, so each figure may still move. ")
+              + f"The goal is the better of the paper's two readings on at least 4 of the 5 games. Reached on "
+              f"{len(met)} ({', '.join(met) or 'none'}); short on {', '.join(short) or 'none'}. The paper's "
+              "readings come from curves of other algorithms on the v0 games, so they place these runs on its "
+              "scale and rank nothing.", "",
+              "The published PPO sources cannot be read at 5M steps: " + MINATAR_SOURCES, "",
+              "Flags of every run (beside `--env-id` and `--seed`): `" + " ".join(flags) + "` ("
+              + made_at(runs) + ").", "",
+              f"Learning curves: the mean over seeds of each run's mean return over its last {WINDOW} episodes, "
+              "with a 95% bootstrap band.", ""]
+    for game, cell in cells.items():
+        if cell:
+            png = out / f"minatar-5m-{game}-v1.png"
+            plot_env(f"MinAtar/{game}-v1: ppo_atari.py, 5M steps", {"ppo_atari": cell}, png)
+            rel = png.relative_to(md_path.parent) if png.is_relative_to(md_path.parent) else png
+            lines += [f"![MinAtar/{game}-v1 at 5M steps]({rel})", ""]
+    lines += ["```bash", "python benchmarks/run.py --suite minatar-5m --workers 2", "```", ""]
+    return lines + minatar_tune_section(results)
+
+
+def minatar_tune_section(results: list[dict]) -> list[str]:
+    """The sweep that chose MINATAR: each setting's final return per seed, on its two games."""
+    runs = [r for r in results if r["suite"] == "minatar-tune" and r["status"] == "ok"]
+    if not runs:
+        return []
+    lines = ["### The sweep that chose the settings", "",
+             "Three settings from published PPO work on MinAtar, scaled to 64 envs (`benchmarks/presets.py`, "
+             "`MINATAR_TUNE`), on Breakout and SpaceInvaders, seeds 1 and 2, 2M steps each. Beside them, "
+             "`ppo_atari.py`'s defaults (the PPO paper's Atari settings, 8 envs) from the minatar suite above. "
+             "Final return per seed.", "",
+             "| setting | Breakout-v1 | SpaceInvaders-v1 |", "|---|---|---|"]
+    defaults = [r for r in results if r["suite"] == "minatar" and r["algo"] == "ppo_atari" and r["status"] == "ok"]
+    for name, group in [("defaults (PPO paper, Atari)", defaults)] + [
+            (variant, [r for r in runs if r["variant"] == variant]) for variant in dict.fromkeys(r["variant"] for r in runs)]:
+        per_game = [", ".join(f"{r['final_return']:.1f}" for r in sorted(group, key=lambda r: r["seed"])
+                              if r["env_id"] == f"MinAtar/{game}-v1") or "not run" for game in ("Breakout", "SpaceInvaders")]
+        lines.append(f"| {name} | {per_game[0]} | {per_game[1]} |")
+    return lines + ["", "```bash", "python benchmarks/run.py --suite minatar-tune --workers 2", "```", ""]
+
+
 def atari_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
     """ppo_atari.py beside CleanRL's ppo_atari.py on ALE Breakout and Pong (the atari suite), at
     CleanRL's settings and the same budget on this machine: per seed, the two means, and each game's
@@ -554,7 +662,9 @@ def atari_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
              "1`, and `OMP_NUM_THREADS=1` for CleanRL's). "
              "Final return: the mean of each run's last 100 training games, the real score over all lives. "
              "Greedy evaluation: `ppo_atari.py`'s 10 games after training, each action the most probable one, on "
-             "seeds training never used, each game cut at 10,000 steps. CleanRL's file has no evaluation. Two "
+             "seeds training never used, each game cut at 10,000 steps (40,000 frames), the evaluation's cap when "
+             "these runs were made (it now plays a game to ALE's own limit of 108,000 frames). CleanRL's file has "
+             "no evaluation. Two "
              "seeds a program are too few for an interval, so no verdict is drawn: the columns are as measured. "
              "CleanRL publishes 414.66 ± 28.09 on Breakout and 20.36 ± 0.20 on Pong (3 seeds) after 10M steps "
              "(40M frames), 20 times this budget.", "",
@@ -604,7 +714,38 @@ def atari_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
         lines += [f"![{game}: ppo_atari.py and CleanRL's ppo_atari.py]({rel})", ""]
     lines += ["```bash", "python benchmarks/speed.py --atari   # once: CleanRL's environment and patched copy",
               "python benchmarks/run.py --suite atari --workers 2", "```", ""]
-    return lines
+    return lines + atari_at_10m()
+
+
+def atari_at_10m(speed_json: Path = ROOT / "benchmarks" / "SPEED.json") -> list[str]:
+    """What a citable Atari suite takes (from SPEED.json's Breakout speeds at one thread and its
+    profile), and the commands that would run it on both sides."""
+    atari = json.loads(speed_json.read_text())["atari"]
+    ours, theirs = (float(np.median(atari["threads"]["1"][side])) for side in ("ours", "cleanrl"))
+    hours = [10_000_000 / sps / 3600 for sps in (ours, theirs)]
+    profile = atari["profile"]
+    network = sum(ms for part, ms in profile.items() if part.startswith(("act", "update: forward", "update: backward")))
+    share = network / sum(profile.values())
+    return ["### Atari at the standard 10M steps: not run here", "",
+            "The figures that Atari papers cite are at 10M steps (40M frames), the budget of the PPO paper's "
+            "Table 5 and of CleanRL's published runs. On this machine one such run takes "
+            f"{min(hours):.0f} to {max(hours):.0f} hours: `benchmarks/SPEED.md` measures {ours:.0f} steps a second "
+            f"for ours and {theirs:.0f} for CleanRL's at one thread on Breakout. Three games, three seeds and two "
+            f"programs would take some {3 * 3 * sum(hours):.0f} CPU-hours. The network's forward and backward "
+            f"passes, {share:.0%} of the time of the parts that its profile times, are what a GPU speeds up. "
+            "This suite needs a GPU machine, which this project does not have, so it is not run. The commands "
+            "below would run it at one protocol on both sides: CleanRL's settings, no sticky actions, the minimal action set, 30 "
+            "no-ops at most, a game cut at 108,000 frames. `ppo_atari.py` adds a greedy and a sampled "
+            "evaluation of 10 games after training. For Machado et al.'s protocol, add `--sticky-actions "
+            "0.25` to ours. CleanRL's file has no such flag: its `make_env` would pass "
+            "`repeat_action_probability=0.25` to `gym.make`.", "",
+            "```bash",
+            "for game in Breakout Pong BeamRider; do for seed in 1 2 3; do",
+            "  python ppo_atari.py --env-id ALE/$game-v5 --seed $seed --total-timesteps 10000000 --cuda \\",
+            "      --update-epochs 4 --vf-coef 0.5 --no-anneal-clip --eval-sampled",
+            "  python cleanrl/ppo_atari.py --env-id ${game}NoFrameskip-v4 --seed $seed --total-timesteps 10000000",
+            "done; done",
+            "```", ""]
 
 
 def side_by_side_runs(results: list[dict]) -> tuple[dict, dict, list[dict]]:
@@ -990,7 +1131,7 @@ def main() -> None:
     write_ablations(results, args.out, args.ablations_md)
     # RESULTS.md: our scripts' defaults only (the side-by-side suite's CleanRL runs are a peer's)
     results = [r for r in results if not r.get("variant") and not r["algo"].startswith("cleanrl")
-               and r["suite"] not in ("recurrent", "minatar", "atari")]  # (sections of their own)
+               and r["suite"] not in ("recurrent", "minatar", "atari", "minatar-5m", "minatar-tune")]  # (sections of their own)
     finished = [r for r in results if r["status"] == "ok"]
     cells = defaultdict(lambda: defaultdict(list))  # env -> algo -> runs
     for r in finished:
@@ -1022,6 +1163,7 @@ def main() -> None:
     lines += (vpg_lr_section(everything) + mujoco2_section(everything) + cg_stop_section(everything)
               + reinforce_rollout_section(everything) + recurrent_section(everything, args.out, args.results_md)
               + minatar_section(everything, args.out, args.results_md)
+              + minatar_5m_section(everything, args.out, args.results_md)
               + atari_section(everything, args.out, args.results_md)
               + side_by_side_section(everything, args.out, args.results_md))
     if args.out == DEFAULT_OUT:  # README and the step pages' figures show the committed runs only
