@@ -1,9 +1,9 @@
 """Proximal policy optimisation (PPO-clip) from pixels: Atari games and MinAtar, in one file.
 
     PPO-clip on images, one iteration of `train`:
-    1. Each env turns its screens into the network's input (`make_env`): on ALE, Gymnasium's
-       form of DQN's preprocessing (84×84 gray frames, 4 stacked), on MinAtar its 10×10 grid.
-       In training on ALE, a lost life ends the episode and rewards become signs.
+    1. Each env turns its screens into the network's input (`make_env`). An ALE game gets
+       Gymnasium's form of DQN's preprocessing: 84×84 gray frames, 4 stacked. A MinAtar game
+       gives its 10×10 grid. In training on ALE, a lost life ends the episode and rewards are signs.
     2. Step the N envs T times with π_θ (`--- rollout ---`). Store obs (as uint8), a, r, V(s) and
        log π_θ_old(a|s).
     3. At a truncation, store V(final obs) to bootstrap the cut episode (`final_values`).
