@@ -34,9 +34,11 @@ from presets import (  # noqa: E402
     CLEANRL_V4,
     FIGURE3_ENVS,
     FIVE_SEEDS,
+    MINATAR,
     MINATAR_GAMES,
     MINATAR_PAPER,
     MINATAR_SOURCES,
+    MINATAR_TUNE,
     PPO_PAPER_FIGURE3,
     REFERENCES,
     RL_ZOO_RECURRENT,
@@ -549,7 +551,8 @@ def minatar_5m_section(results: list[dict], out: Path, md_path: Path) -> list[st
     runs = [r for r in results if r["suite"] == "minatar-5m" and r["status"] == "ok"]
     if not runs:
         return []
-    (_, _, flags, seeds, *_), *_ = SUITES["minatar-5m"]
+    (_, _, flags, _, *_), *_ = SUITES["minatar-5m"]
+    seeds = sorted({seed for _, _, _, cell_seeds, *_ in SUITES["minatar-5m"] for seed in cell_seeds})
     shown_flags = " ".join(flags[flags.index("--total-timesteps") + 2:]) if "--total-timesteps" in flags else " ".join(flags)
     lines = ["## Pixels: `ppo_atari.py` on MinAtar at 5M steps, 10 seeds", "",
              "MinAtar's five games (`MinAtar/<Game>-v1`: the minimal action sets, sticky actions 0.1, as the "
@@ -611,7 +614,7 @@ def minatar_5m_section(results: list[dict], out: Path, md_path: Path) -> list[st
             rel = png.relative_to(md_path.parent) if png.is_relative_to(md_path.parent) else png
             lines += [f"![MinAtar/{game}-v1 at 5M steps]({rel})", ""]
     lines += ["```bash", "python benchmarks/run.py --suite minatar-5m --workers 2", "```", ""]
-    return lines + minatar_tune_section(results)
+    return lines
 
 
 def minatar_tune_section(results: list[dict]) -> list[str]:
@@ -619,11 +622,11 @@ def minatar_tune_section(results: list[dict]) -> list[str]:
     runs = [r for r in results if r["suite"] == "minatar-tune" and r["status"] == "ok"]
     if not runs:
         return []
-    lines = ["### The sweep that chose the settings", "",
+    lines = ["## Pixels: the sweep that chose `ppo_atari.py`'s MinAtar settings", "",
              "Three settings from published PPO work on MinAtar, scaled to 64 envs (`benchmarks/presets.py`, "
              "`MINATAR_TUNE`), on Breakout and SpaceInvaders, seeds 1 and 2, 2M steps each. Beside them, "
-             "`ppo_atari.py`'s defaults (the PPO paper's Atari settings, 8 envs) from the minatar suite above. "
-             "Final return per seed.", "",
+             "`ppo_atari.py`'s defaults (the PPO paper's Atari settings, 8 envs) from the minatar suite above, "
+             "seeds 1-3. Final return per seed.", "",
              "| setting | Breakout-v1 | SpaceInvaders-v1 |", "|---|---|---|"]
     defaults = [r for r in results if r["suite"] == "minatar" and r["algo"] == "ppo_atari" and r["status"] == "ok"]
     for name, group in [("defaults (PPO paper, Atari)", defaults)] + [
@@ -631,7 +634,9 @@ def minatar_tune_section(results: list[dict]) -> list[str]:
         per_game = [", ".join(f"{r['final_return']:.1f}" for r in sorted(group, key=lambda r: r["seed"])
                               if r["env_id"] == f"MinAtar/{game}-v1") or "not run" for game in ("Breakout", "SpaceInvaders")]
         lines.append(f"| {name} | {per_game[0]} | {per_game[1]} |")
-    return lines + ["", "```bash", "python benchmarks/run.py --suite minatar-tune --workers 2", "```", ""]
+    chosen = next(name for name, flags in MINATAR_TUNE.items() if flags == MINATAR)
+    return lines + ["", f"`MINATAR`, the settings of the 5M suite, is `{chosen}`.", "",
+                    "```bash", "python benchmarks/run.py --suite minatar-tune --workers 2", "```", ""]
 
 
 def atari_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
@@ -662,7 +667,7 @@ def atari_section(results: list[dict], out: Path, md_path: Path) -> list[str]:
              "1`, and `OMP_NUM_THREADS=1` for CleanRL's). "
              "Final return: the mean of each run's last 100 training games, the real score over all lives. "
              "Greedy evaluation: `ppo_atari.py`'s 10 games after training, each action the most probable one, on "
-             "seeds training never used, each game cut at 10,000 steps (40,000 frames), the evaluation's cap when "
+             "seeds training never used, each game cut at 10,000 steps (about 40,000 frames), the evaluation's cap when "
              "these runs were made (it now plays a game to ALE's own limit of 108,000 frames). CleanRL's file has "
              "no evaluation. Two "
              "seeds a program are too few for an interval, so no verdict is drawn: the columns are as measured. "
@@ -1164,6 +1169,7 @@ def main() -> None:
               + reinforce_rollout_section(everything) + recurrent_section(everything, args.out, args.results_md)
               + minatar_section(everything, args.out, args.results_md)
               + minatar_5m_section(everything, args.out, args.results_md)
+              + minatar_tune_section(everything)
               + atari_section(everything, args.out, args.results_md)
               + side_by_side_section(everything, args.out, args.results_md))
     if args.out == DEFAULT_OUT:  # README and the step pages' figures show the committed runs only

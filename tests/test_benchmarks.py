@@ -579,3 +579,28 @@ def test_report_writes_the_side_by_side_tables_and_profile(tmp_path):
     assert len(bootstrap) == 1 and bootstrap[0].endswith("|  | |")
     assert "![performance profile](side-by-side-profile.png)" in lines
     assert (tmp_path / "side-by-side-profile.png").stat().st_size > 0
+
+
+def test_the_minatar_5m_section_states_the_goal_and_each_shortfall(tmp_path, monkeypatch):
+    """Per game: the mean and IQM with intervals, both evaluations, and "at or above" the better of
+    the MinAtar paper's two readings at 5M, or "short by" how much; then how many games reach it."""
+    monkeypatch.setattr(report, "made_at", lambda runs: "ppo_atari.py at abc1234")
+
+    def result(game, seed, final):
+        curve = {"step": [1000, 2_500_000, 5_000_000], "return": [0.0, final / 2, final], "length": [10, 10, 10]}
+        return {"suite": "minatar-5m", "status": "ok", "algo": "ppo_atari", "env_id": f"MinAtar/{game}-v1",
+                "seed": seed, "final_return": final, "eval_returns": [final + 1], "eval_sampled_returns": [final - 1],
+                "total_timesteps": 5_000_000, "curve": curve, "variant": "5m"}
+
+    finals = {"Asterix": 20.0, "Breakout": 10.0, "Freeway": 60.0, "Seaquest": 30.0}  # paper: 19, 18, 50, 20
+    runs = [result(game, seed, final + seed / 10) for game, final in finals.items() for seed in range(1, 11)]
+    lines = report.minatar_5m_section(runs, tmp_path, tmp_path / "RESULTS.md")
+    rows = {line.split(" | ")[0][2:]: line for line in lines if line.startswith("| ") and "-v1 |" in line}
+    assert "at or above (20.6 ≥ 19)" in rows["Asterix-v1"] and "| 10 of 10 |" in rows["Asterix-v1"]
+    assert "short by 7.4 (41% of 18)" in rows["Breakout-v1"]  # 18 − 10.55
+    assert "| 21.6 | 19.6 |" in rows["Asterix-v1"]  # greedy, then sampled evaluation
+    assert "not yet run" in rows["SpaceInvaders-v1"]
+    text = "\n".join(lines)
+    assert "Reached on 3 (Asterix, Freeway, Seaquest); short on Breakout" in text
+    assert "The suite is not complete: 40 of 50 runs so far" in text
+    assert (tmp_path / "minatar-5m-Asterix-v1.png").stat().st_size > 0
