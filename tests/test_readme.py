@@ -42,3 +42,14 @@ def test_every_link_leads_somewhere():
             if anchor:
                 headings = re.findall(r"^#+ (.*)$", file.read_text(), flags=re.M)
                 assert anchor in map(slug, headings), f"{page.relative_to(ROOT)}: no heading #{anchor}"
+
+
+def test_the_minatar_command_of_readme_has_the_suites_settings():
+    """README's MinAtar command carries benchmarks/presets.py's MINATAR, flag for flag."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from presets import MINATAR
+
+    command = re.search(r"python ppo_atari\.py --env-id MinAtar/\S+ (.*?)--total-timesteps", README, flags=re.S)
+    assert command and command.group(1).replace("\\\n", " ").split() == MINATAR
