@@ -18,8 +18,8 @@
     python ppo_atari.py --eval-checkpoint runs/<run>/model.pt --capture-video  # (tooling)
     tensorboard --logdir runs
 
-What changes from ppo_discrete.py, one idea: a convolutional encoder of stacked frames. The actor
-and the critic share it. The env's preprocessing feeds it (docs/ppo_discrete-to-ppo_atari.html)."""
+What changes from ppo_atari_1_encoder.py: Atari's details and the PPO paper's Atari defaults. They
+are not one idea: ALE's preprocessing, uint8 storage, Table 5's settings, ε decayed."""
 
 import functools
 import random

@@ -307,3 +307,13 @@ MINATAR_SOURCES = (
     "steps (4,096 envs, sampled actions). gymnax-blines gives final returns at 10M steps only: "
     "Asterix 15, Breakout 28, Freeway 58, SpaceInvaders 131 (no sticky actions, episodes cut at 1,000 "
     "steps, sampled actions). Neither is on this protocol or budget.")
+
+# The pixel step's first half alone (docs/ppo_discrete-to-ppo_atari.html): steps/ppo_atari_1_encoder.py,
+# the convolutional encoder on MinAtar's frames, against ppo_discrete.py on the same frames
+# flattened into vectors, both at ppo_discrete.py's defaults (4 envs × 128 steps, 4 epochs of 4
+# minibatches, α 2.5e-4 decayed, ε 0.2 constant, c₁ 0.5, 499,712 steps), seeds 1-3, all five games.
+# The networks differ by design: the encoder (one 3×3 convolution of 16 filters, 128 features, two
+# linear heads) against two tanh MLPs of 64 units.
+SUITES["encoder"] = [cell for seed in THREE_SEEDS for game in MINATAR_GAMES for cell in (
+    ("steps/ppo_atari_1_encoder", f"MinAtar/{game}-v1", [], [seed]),
+    ("ppo_discrete", f"benchmarks.flat_minatar:MinAtarFlat/{game}-v1", [], [seed], "discrete-defaults"))]

@@ -1078,7 +1078,10 @@ def step_figures(results: list[dict], out: Path = ROOT / "docs" / "figures") -> 
     done = {run_id(r["algo"], r["env_id"], r["seed"], r.get("variant")): r for r in results if r["status"] == "ok"}
     out.mkdir(parents=True, exist_ok=True)
     pages = {}
-    for (before, after), (lines, note) in STEP_FIGURES.items():
+    for (before, after), (lines, note, *games) in STEP_FIGURES.items():
+        if games:  # one env per game: "{game}" in each line's env id
+            pages[f"{before}-to-{after}"] = games_figure(before, after, lines, note, games[0], done, out)
+            continue
         ids = {label: [run_id(script, env_id, seed, variant) for seed in seeds]
                for label, script, env_id, variant, seeds in lines}
         missing = [i for run_ids in ids.values() for i in run_ids if i not in done]
@@ -1115,6 +1118,63 @@ def step_figures(results: list[dict], out: Path = ROOT / "docs" / "figures") -> 
     (out / "steps.json").write_text(json.dumps(pages, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {len(pages)} step figures and steps.json in {display(out)}")
     return pages
+
+
+def games_figure(before: str, after: str, lines: list, note: str, games: list[str], done: dict, out: Path) -> dict:
+    """A step figure over several games (480 × 300 px): per game, each line's mean final return over
+    seeds with its 95% bootstrap interval, as grouped bars; the caption gives each game's
+    difference, the second line − the first, with its interval and verdict."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ids = {(label, game): [run_id(script, env_id.format(game=game), seed, variant) for seed in seeds]
+           for label, script, env_id, variant, seeds in lines for game in games}
+    missing = [i for run_ids in ids.values() for i in run_ids if i not in done]
+    if missing:
+        raise FileNotFoundError(f"the figure of {before} → {after} needs the run {missing[0]}, not finished "
+                                f"in {display(DEFAULT_OUT)}/runs/")
+    finals = {key: [done[i]["final_return"] for i in run_ids] for key, run_ids in ids.items()}
+    budget = {done[i]["flags"]["total_timesteps"] for run_ids in ids.values() for i in run_ids}
+    seeds = {tuple(seeds) for *_, seeds in lines}
+    assert len(budget) == len(seeds) == 1, f"{before} → {after}: one budget and one set of seeds for all lines"
+    budget, seeds = budget.pop(), seeds.pop()
+    labels = [label for label, *_ in lines]
+    name = f"step-{before}-to-{after}.png"
+    with plt.rc_context({"font.size": 8}):
+        fig, ax = plt.subplots(figsize=(4.8, 3.0), dpi=100)
+        width = 0.8 / len(labels)
+        for k, label in enumerate(labels):
+            means = [np.mean(finals[label, game]) for game in games]
+            bands = [one_sample_interval(finals[label, game], np.mean) for game in games]
+            x = np.arange(len(games)) + (k - (len(labels) - 1) / 2) * width
+            ax.bar(x, means, width, label=label,
+                   yerr=[[m - lo for m, (lo, _) in zip(means, bands, strict=True)],
+                         [hi - m for m, (_, hi) in zip(means, bands, strict=True)]], capsize=2)
+        ax.set_xticks(np.arange(len(games)), games)
+        ax.set(title=f"MinAtar, {budget:,} steps: final return, 95% intervals", ylabel="final return")
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / name)
+        plt.close(fig)
+    first, second = labels[0], labels[1]
+    per_game = " ".join(difference(f"{game}: `{second}` − `{first}`", compare(finals[first, game], finals[second, game]))
+                        for game in games)
+    results_text = (f"{', '.join(games)}, {budget:,} steps, seeds {seeds[0]}-{seeds[-1]}. Final return, a run's mean "
+                    "over its last 100 training episodes, each bar the mean over seeds with its 95% bootstrap "
+                    "interval. " + per_game)
+    caption = "\n\n".join([
+        re.sub(r"(?<![\w-])-(?=\d)", "−", results_text), note,
+        "The runs are in `benchmarks/results/runs/`: " + ", ".join(
+            f"`{run_ids[0].rpartition('seed')[0]}seed*`" for run_ids in ids.values())
+        + f" (suite {done[next(iter(ids.values()))[0]]['suite']}, "
+        + made_at([done[i] for run_ids in ids.values() for i in run_ids]) + ")."])
+    return {"image": name, "width": 480, "height": 300,
+            "alt": f"Final returns on MinAtar's {len(games)} games of " + " and ".join(labels)
+                   + ", mean over seeds with 95% intervals",
+            "caption": caption, "runs": [i for run_ids in ids.values() for i in run_ids]}
 
 
 def differing_versions(runs: list[dict], common: dict) -> str:

@@ -50,6 +50,7 @@ SUMMARY_COLUMNS = ["algo", "env_id", "variant", "seed", "total_timesteps", "fina
 
 def run_id(script: str, env_id: str, seed: int, variant: str | None = None) -> str:
     env_id = env_id.rpartition(":")[2].replace("/", "-")  # module:EnvId: the id alone, one folder
+    script = script.replace("/", "-")  # a file of the course's steps: steps-<name>
     return f"{script}__{env_id}__{variant}__seed{seed}" if variant else f"{script}__{env_id}__seed{seed}"
 
 
@@ -190,6 +191,9 @@ def perform(run: dict, root: Path, log_dir: Path, workers: int = 1) -> dict:
         argv[0], argv[1], cwd = str(python), str(patched), log_dir
         env.update(OMP_NUM_THREADS="1")
         result["command"] = "OMP_NUM_THREADS=1 " + result["command"]
+    if run["algo"].startswith("steps/"):  # a sub-step file finds tooling.py at the root on the path
+        env.update(PYTHONPATH=str(root))
+        result["command"] = "PYTHONPATH=. " + result["command"]
     proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env)
     result["wall_seconds"] = round(time.time() - start, 1)
     try:
@@ -407,7 +411,8 @@ def main() -> None:
     if args.print_commands:  # for slurm job arrays, GNU parallel, ...: one line per run, from the repository root
         print(f"# run from {ROOT}")
         for run in runs:
-            print(shlex.join(command(run, str(args.out.resolve() / "tensorboard" / run["id"]))))
+            path = "PYTHONPATH=. " if run["algo"].startswith("steps/") else ""  # a sub-step finds tooling.py
+            print(path + shlex.join(command(run, str(args.out.resolve() / "tensorboard" / run["id"]))))
         return
     if args.refresh_eval:
         finished = [r for r in runs if is_finished(r, args.out)]

@@ -97,7 +97,8 @@ SUBSTEPS = {("reinforce", "vpg"): ["vpg_1_baseline", "vpg_2_rollout", "vpg_2b_tr
             ("trpo", "ppo_discrete"): ["ppo_1_clip"],
             ("vpg", "ppo_discrete"): ["ppo_1_clip"],
             ("ppo_discrete", "ppo_continuous"): ["ppo_continuous_1_gaussian", "ppo_continuous_1b_reward_scaling",
-                                                 "ppo_continuous_2_norm"]}
+                                                 "ppo_continuous_2_norm"],
+            ("ppo_discrete", "ppo_atari"): ["ppo_atari_1_encoder"]}
 # (from, to): the step pages; then one for a reader who skips TRPO, and one for each branch
 STEPS = list(itertools.pairwise(ORDER)) + [("vpg", "ppo_discrete")] + [(old, new) for new, old in BRANCHES.items()]
 # The step pages' figures and their captions, which benchmarks/report.py makes from the committed

@@ -515,6 +515,16 @@ def project_test(fn, *args, module_global=None):
     return check
 
 
+def nearly_equal_advantages_stay_bounded_and_in_order(m):
+    """The project's test of advantages that spread by less than 1e-8. It takes each minibatch in
+    time order through torch.randperm. NumPy's permutation is made the identity too, so that an
+    answer that shuffles with NumPy is checked in the same order."""
+    with fixtures(m) as (monkeypatch, log_dir):
+        monkeypatch.setattr(np.random, "permutation", lambda n: np.arange(n) if isinstance(n, int) else np.asarray(n))
+        test_rollout_storage.test_ppo_minibatch_of_nearly_equal_advantages_is_normalised_without_blowing_up(
+            m, monkeypatch, log_dir)
+
+
 def recorded(m, key, record):
     """record(m), once per module and key: the record, or the exception the run raised."""
     cache = m.__dict__.setdefault("_grader_records", {})
@@ -1375,6 +1385,10 @@ CHECKS = {
             "Â ← (Â − mean(Â)) / (std(Â) + 1e-8) over the minibatch",
             project_test(test_rollout_storage.test_ppo_minibatch_advantages_are_normalised_to_mean_0_and_std_1))
            for s in PPO]
+        + [(s, "advantages that differ by less than 1e-8 come out bounded and in their order (the project's test)",
+            "nearly equal advantages blow up or flip: the 1e-8 is added to the std, not subtracted",
+            "Â ← (Â − mean(Â)) / (std(Â) + 1e-8) over the minibatch",
+            nearly_equal_advantages_stay_bounded_and_in_order) for s in PPO]
         + [(s, "every gradient is clipped to --max-grad-norm (the project's test)",
             "the gradient is not clipped to --max-grad-norm before each Adam step", "‖∇‖ ≤ max_grad_norm",
             project_test(test_guard_rails.test_gradients_are_clipped_to_max_grad_norm, s, module_global=test_guard_rails))
@@ -1408,6 +1422,11 @@ CHECKS = {
                                                 "acceptable() must measure the KL at the tried θ against δ"),
                ("surrogate", "that lowers the surrogate", "a step that lowers the surrogate is accepted: acceptable() "
                                                           "must check that L rose above L(θ_old)")]]
+        + [("trpo", "a zero gradient leaves θ as it was and marks the update rejected, after every try (the "
+            "project's test)", "a try that leaves L unchanged is accepted: acceptable() must ask that L rose, "
+            "L(θ) > L(θ_old)", SEARCH,
+            project_test(test_trpo.test_a_zero_gradient_gives_a_zero_step_and_an_update_marked_rejected,
+                         module_global=test_trpo))]
         + [("trpo", "one update ends inside the region, near its edge, with L risen (the project's test)",
             "the update does not reach the region's edge with L risen", STEP,
             project_test(test_trpo.test_trpo_step_moves_to_the_edge_of_the_region_and_improves_the_surrogate,

@@ -33,6 +33,7 @@ LEARNS = {  # file: (flags, the mean return it must reach)
     "ppo_continuous_1_gaussian": (dict(PENDULUM, total_timesteps=300_000), -700),  # −309
     "ppo_continuous_1b_reward_scaling": (dict(PENDULUM, total_timesteps=300_000), -700),  # −177
     "ppo_continuous_2_norm": (dict(PENDULUM, total_timesteps=300_000), -700),  # −579
+    "ppo_atari_1_encoder": (dict(total_timesteps=150_016), 3),  # MinAtar/Breakout-v1 (random: 0.5)
 }
 
 
@@ -84,9 +85,10 @@ LIMITS = {("reinforce", "vpg_1_baseline"): 122, ("vpg_1_baseline", "vpg_2_rollou
           # normalisation and reward scaling, since RL Zoo's settings scale rewards (26 lines).
           # RL Zoo's network comes too.
           ("ppo_discrete", "ppo_recurrent"): 400,
-          # The encoder and its heads, and what pixels need besides: the env's preprocessing (the
-          # wrappers Gymnasium lacks), uint8 storage, the PPO paper's Atari defaults, ε decayed.
-          ("ppo_discrete", "ppo_atari"): 230}
+          # The encoder and its heads on MinAtar's frames. Then what Atari needs besides: the env's
+          # preprocessing (the wrappers Gymnasium lacks), uint8 storage, the PPO paper's Atari
+          # defaults, ε decayed, sticky actions, the Nature CNN beside MinAtar's network.
+          ("ppo_discrete", "ppo_atari_1_encoder"): 67, ("ppo_atari_1_encoder", "ppo_atari"): 243}
 
 
 @pytest.mark.parametrize("old,new", build.STEPS)
@@ -117,12 +119,13 @@ def test_each_step_page_shows_its_sub_steps_each_under_its_idea_with_its_count(o
 
 def test_one_idea_is_claimed_only_by_a_step_that_brings_one():
     """A step split into sub-steps no longer claims to be one idea; a sub-step that is a set of
-    details (the reference code's, MuJoCo's defaults) or that brings two ideas says so, and claims
+    details (the reference code's, MuJoCo's defaults, Atari's) or that brings two ideas says so, and claims
     no idea. So does the recurrent branch, which brings memory with pieces of ppo_continuous.py,
     RL Zoo's network and its defaults (counted by the next test)."""
     hops = [hop for old, new in build.STEPS for hop in build.course(old, new)]
     claims = {(a, b): one for a, b, _, one, _ in hops}
-    details = {("ppo_1_clip", "ppo_discrete"), ("ppo_continuous_2_norm", "ppo_continuous")}
+    details = {("ppo_1_clip", "ppo_discrete"), ("ppo_continuous_2_norm", "ppo_continuous"),
+               ("ppo_atari_1_encoder", "ppo_atari")}  # Atari's details and the PPO paper's defaults
     two_ideas = set()  # each that brought two ideas is split in two steps of one idea each
     several = {("ppo_discrete", "ppo_recurrent")}  # memory first, then the rest, listed
     assert {k for k, one in claims.items() if not one} == details | two_ideas | several
