@@ -1034,16 +1034,18 @@ STEP_FIGURES = {
         "still differ: an LSTM of 64 units and a ReLU layer of 64 against two tanh layers of 64. At its "
         "defaults, with its normalisers, `ppo_recurrent.py`'s results are in `benchmarks/RESULTS.md`."),
     ("ppo_discrete", "ppo_atari"): (
-        [("ppo_discrete.py on flattened frames", "ppo_discrete", "benchmarks.flat_minatar:MinAtarFlat/Asterix-v1", None,
-          THREE_SEEDS),
-         ("ppo_atari.py", "ppo_atari", "MinAtar/Asterix-v1", None, THREE_SEEDS)],
-        "MinAtarFlat is MinAtar with each 10×10 frame flattened into a vector of zeros and ones. Both scripts "
-        "take the same batches, epochs, clip and loss weights (the minatar suite, `benchmarks/RESULTS.md`). "
-        "`ppo_discrete.py` keeps ε constant, and `ppo_atari.py` decays it, so the gap is not the encoder's "
-        "alone. Asterix is the one MinAtar game of the five where the two differ at this budget: on Breakout, "
-        "Freeway, Seaquest and SpaceInvaders the 95% intervals of the difference hold 0 (`benchmarks/RESULTS.md`). "
-        "MinAtar's frames are not stacked: the step's second half, the stack of 4 ALE frames, is not in this "
-        "figure."),
+        [("ppo_discrete.py on MinAtarFlat/<game>-v1", "ppo_discrete", "benchmarks.flat_minatar:MinAtarFlat/{game}-v1",
+          "discrete-defaults", THREE_SEEDS),
+         ("steps/ppo_atari_1_encoder.py on MinAtar/<game>-v1", "steps/ppo_atari_1_encoder", "MinAtar/{game}-v1", None,
+          THREE_SEEDS)],
+        "The figure is the step's first half alone: the encoder. Both files run at `ppo_discrete.py`'s defaults "
+        "(4 envs × 128 steps, 4 epochs of 4 minibatches, α 2.5e-4 decayed, ε 0.2 constant, c₁ 0.5; the encoder "
+        "suite, `benchmarks/presets.py`). ppo_discrete.py plays MinAtarFlat, MinAtar with each 10×10 frame "
+        "flattened into a vector of zeros and ones. The networks differ by design: MinAtar's network (one 3×3 "
+        "convolution of 16 filters, 128 features, two linear heads) against two tanh MLPs of 64 units. The "
+        "step's second half, Atari's details and the PPO paper's defaults, is not in this figure. "
+        "`benchmarks/RESULTS.md` runs `ppo_atari.py` on MinAtar with them.",
+        MINATAR_GAMES),
 }
 
 
@@ -1169,8 +1171,9 @@ def games_figure(before: str, after: str, lines: list, note: str, games: list[st
         re.sub(r"(?<![\w-])-(?=\d)", "−", results_text), note,
         "The runs are in `benchmarks/results/runs/`: " + ", ".join(
             f"`{run_ids[0].rpartition('seed')[0]}seed*`" for run_ids in ids.values())
-        + f" (suite {done[next(iter(ids.values()))[0]]['suite']}, "
-        + made_at([done[i] for run_ids in ids.values() for i in run_ids]) + ")."])
+        + f" (suite {done[next(iter(ids.values()))[0]]['suite']}; "
+        + ", ".join(made_at([done[i] for (label, _), run_ids in ids.items() if label == line[0] for i in run_ids])
+                    for line in lines) + ")."])
     return {"image": name, "width": 480, "height": 300,
             "alt": f"Final returns on MinAtar's {len(games)} games of " + " and ".join(labels)
                    + ", mean over seeds with 95% intervals",
@@ -1182,6 +1185,10 @@ def differing_versions(runs: list[dict], common: dict) -> str:
     does not load on mujoco 3+, so its runs are made in a venv with mujoco<3)."""
     return ", ".join(sorted({f"{k} {v}" for r in runs for k, v in r["machine"]["versions"].items()
                              if common.get(k) != v}))
+
+
+# The suites whose runs RESULTS.md shows in sections of their own, or only on a step page (encoder).
+OWN_SECTIONS = ("recurrent", "minatar", "atari", "minatar-5m", "minatar-tune", "encoder")
 
 
 def main() -> None:
@@ -1196,7 +1203,7 @@ def main() -> None:
     write_ablations(results, args.out, args.ablations_md)
     # RESULTS.md: our scripts' defaults only (the side-by-side suite's CleanRL runs are a peer's)
     results = [r for r in results if not r.get("variant") and not r["algo"].startswith("cleanrl")
-               and r["suite"] not in ("recurrent", "minatar", "atari", "minatar-5m", "minatar-tune")]  # (sections of their own)
+               and r["suite"] not in OWN_SECTIONS]
     finished = [r for r in results if r["status"] == "ok"]
     cells = defaultdict(lambda: defaultdict(list))  # env -> algo -> runs
     for r in finished:
