@@ -454,7 +454,9 @@ SECTIONS = [
         "al. (2017, eq. 9). It has three terms. The clipped surrogate comes first. A value error follows, "
         "weighted by $c_1$ (`--vf-coef`). An entropy bonus weighted by $c_2$ (`--ent-coef`) keeps the policy "
         "exploring. $c_2$ is 0.01 in ppo_discrete.py, and 0, no bonus, by default in ppo_continuous.py and "
-        "ppo_recurrent.py.",
+        "ppo_recurrent.py. Where the actor and the critic share weights, $c_1$ also sets how far the value "
+        "error moves them against the policy's terms. ppo_atari.py's actor and critic share an encoder, "
+        "which the course brings in the step to {step:ppo_atari_1_encoder}.",
         Eq("eq-ppo-loss", r"L(\theta) = -L^{CLIP} + c_1 L^{V} - c_2\, \hat{\mathbb{E}}_t\big[H(\pi_\theta(\cdot|s_t))\big]",
            each(PPO, "ppo_loss", "pg_loss = -surrogate(ratio, advantages, clip_coef)",
                 "loss = pg_loss + vf_coef * v_loss - ent_coef * entropy_loss")),

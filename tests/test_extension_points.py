@@ -112,9 +112,9 @@ def test_a_checkpoint_of_other_state_names_is_refused(name, tmp_path, capsys):
 
 def test_the_tooling_uses_the_agent_only_through_greedy_action():
     """In tooling.py, an agent's attributes are those of every torch module (parameters,
-    state_dict, ...) or greedy_action: never its layers."""
+    state_dict, ...), greedy_action, or sampled_action (--eval-sampled): never its layers."""
     tooling = ast.parse((ROOT / "tooling.py").read_text())
-    module_api = {"parameters", "state_dict", "load_state_dict", "cpu", "greedy_action"}
+    module_api = {"parameters", "state_dict", "load_state_dict", "cpu", "greedy_action", "sampled_action"}
     used = set()
     for node in ast.walk(tooling):
         if isinstance(node, ast.Attribute):
