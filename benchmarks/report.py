@@ -726,7 +726,7 @@ def atari_at_10m(speed_json: Path = ROOT / "benchmarks" / "SPEED.json") -> list[
     """What a citable Atari suite takes (from SPEED.json's Breakout speeds at one thread and its
     profile), and the commands that would run it on both sides."""
     atari = json.loads(speed_json.read_text())["atari"]
-    ours, theirs = (float(np.median(atari["threads"]["1"][side])) for side in ("ours", "cleanrl"))
+    ours, theirs = (float(np.median([run["sps"] for run in atari["sides"][f"{side} 1"]])) for side in ("ours", "cleanrl"))
     hours = [10_000_000 / sps / 3600 for sps in (ours, theirs)]
     profile = atari["profile"]
     network = sum(ms for part, ms in profile.items() if part.startswith(("act", "update: forward", "update: backward")))

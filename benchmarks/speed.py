@@ -33,8 +33,12 @@ whose other tables it leaves as they are. sb3-contrib goes into benchmarks/.sb3-
 edits of benchmarks/reference_runs/cleanrl_ppo_atari.patch, in its own virtual environment on
 Gymnasium 0.29: benchmarks/.cleanrl/) and SB3's PPO with its `CnnPolicy`, on Breakout with CleanRL's
 settings on all three sides (8 envs × 128 steps, 4 epochs of 4 minibatches, ε 0.1 constant, c₁
-0.5, the Nature CNN shared by actor and critic, DQN's preprocessing), alternated. It adds the
-figures, and where ppo_atari.py's time goes, to SPEED.json and SPEED.md.
+0.5, the Nature CNN shared by actor and critic, DQN's preprocessing). Each program runs at one
+torch thread and at its default, ours at two threads too, alternated; each run's load, CPU time
+and the other processes' use of the cores are recorded. Then ppo_atari.py runs whole on three
+vector envs, alternated: today's SyncVectorEnv, ale-py's AtariVectorEnv and EnvPool (installed on
+first use into benchmarks/.envpool-venv). It adds the figures, and where ppo_atari.py's time goes,
+to SPEED.json and SPEED.md; `--threads` is not used.
 
 `--compare A B ...` times a change instead of writing the report: our command of each task from
 checkout A (the code before the change, e.g. a `git worktree`), then B, and so on, alternated
@@ -47,8 +51,10 @@ the machine meanwhile: two timed processes on two cores distort each other.
 """
 
 import argparse
+import contextlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -427,57 +433,221 @@ def cleanrl_atari(threads: str) -> dict:
     return {"sps": sps_after_warmup(points, ATARI["warmup_updates"]), "command": prefix + " ".join(["python", *cmd])}
 
 
-def time_atari(sb3_python: str, runs: int, thread_settings: list[str]) -> dict:
-    """ppo_atari.py, CleanRL's ppo_atari.py and SB3's CnnPolicy alternated, `runs` times each per
-    thread setting, on Breakout; then the parts of ppo_atari.py's iteration."""
+# --atari: each program at one torch thread and at its default (ours: 1); ours at 2 threads too.
+ATARI_SIDES = [("ours", "1"), ("cleanrl", "1"), ("sb3", "1"), ("ours", "2"), ("cleanrl", "default"),
+               ("sb3", "default")]
+VECTOR_ENVS = ["sync", "ale", "envpool"]  # --atari's whole runs of ppo_atari.py on each vector env
+ENVPOOL_VENV = HERE / ".envpool-venv"
+ENVPOOL_PACKAGES = ["torch==2.13.0", "gymnasium==1.4.0", "numpy==2.4.6", "envpool==1.2.5", "tyro",
+                    "tensorboard"]
+
+
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy, steal) jiffies of the whole machine so far, from /proc/stat."""
+    with open("/proc/stat") as f:
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
+    return user + nice + system + irq + softirq + steal, steal
+
+
+def timed(fn, steps: int) -> dict:
+    """One measurement that starts one child process: the 1-minute load average before it, the
+    child's CPU seconds per 1,000 steps (its whole run, start-up included), and the cores that
+    other processes kept busy meanwhile (the machine's busy time less the child's)."""
+    load, clock = os.getloadavg()[0], os.sysconf("SC_CLK_TCK")
+    before, (busy0, steal0), start = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_jiffies(), time.time()
+    result = fn()
+    after, (busy1, steal1), wall = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_jiffies(), time.time() - start
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return {**result, "load": load, "cpu_per_1k": 1000 * cpu / steps,
+            "others": max(0.0, ((busy1 - busy0) / clock - cpu) / wall), "steal": (steal1 - steal0) / clock / wall}
+
+
+def time_atari(sb3_python: str, runs: int) -> dict:
+    """ATARI_SIDES alternated, `runs` rounds, on Breakout; then ppo_atari.py's whole run on each
+    vector env, alternated; then the vector envs alone and the parts of ppo_atari.py's iteration."""
     subprocess.run([sb3_python, "-m", "pip", "install", "-q", "ale-py==0.12.1", "opencv-python-headless"], check=True)
-    start, per_threads = time.time(), {}
-    for threads in thread_settings:
-        sps = {"ours": [], "cleanrl": [], "sb3": []}
-        for i in range(runs):
-            a = ours(ATARI, threads, [])
-            c = cleanrl_atari(threads)
-            b = call_worker(sb3_python, "sb3-atari", "cartpole", threads)
-            for side, r in (("ours", a), ("cleanrl", c), ("sb3", b)):
-                sps[side].append(r["sps"])
-            print(f"atari threads={threads} run {i + 1}/{runs}: ours {a['sps']:,.0f} SPS, CleanRL {c['sps']:,.0f} "
-                  f"SPS, SB3 {b['sps']:,.0f} SPS", flush=True)
-        per_threads[threads] = sps
+    envpool_python = ensure_venv(ENVPOOL_VENV, ENVPOOL_PACKAGES)
+    start, steps = time.time(), ATARI["steps"]
+    measure = {"ours": lambda t: ours(ATARI, t, []), "cleanrl": cleanrl_atari,
+               "sb3": lambda t: call_worker(sb3_python, "sb3-atari", "cartpole", t)}
+    sides = {f"{who} {threads}": [] for who, threads in ATARI_SIDES}
+    commands = {}
+    for i in range(runs):
+        for who, threads in ATARI_SIDES:
+            r = timed(lambda who=who, threads=threads: measure[who](threads), steps)
+            sides[f"{who} {threads}"].append(r)
+            commands[f"{who} {threads}"] = r.get("command", "")
+            print(f"atari round {i + 1}/{runs} {who} threads={threads}: {r['sps']:,.0f} SPS, "
+                  f"{r['cpu_per_1k']:.1f} CPU-s/1k steps, load {r['load']:.2f}, others {r['others']:.2f} "
+                  "cores", flush=True)
+    vector = {name: [] for name in VECTOR_ENVS}
+    for i in range(runs):
+        for name in VECTOR_ENVS:
+            python = envpool_python if name == "envpool" else sys.executable
+            r = timed(lambda python=python, name=name: call_worker(python, "atari-vector", name), steps)
+            vector[name].append(r)
+            print(f"atari round {i + 1}/{runs} ppo_atari.py on {name}: {r['sps']:,.0f} SPS, "
+                  f"others {r['others']:.2f} cores", flush=True)
+    alone = {name: call_worker(envpool_python if name == "envpool" else sys.executable, "atari-vector-alone", name)
+             for name in VECTOR_ENVS}
     profile = call_worker(sys.executable, "profile-atari", "cartpole")
     version = subprocess.run([sb3_python, "-c", "import stable_baselines3; print(stable_baselines3.__version__)"],
                              capture_output=True, text=True, check=True).stdout.strip()
+    sys.path.insert(0, str(HERE))
+    from run import machine
+
     return {"command": "python benchmarks/speed.py " + " ".join(sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
-            "minutes": (time.time() - start) / 60, "sb3_version": version, "runs": runs,
-            "our_command": a["command"], "cleanrl_command": c["command"], "threads": per_threads,
-            "profile": profile}
+            "minutes": (time.time() - start) / 60, "sb3_version": version, "runs": runs, "machine": machine(),
+            "commands": commands, "sides": sides, "vector": vector, "vector_alone": alone, "profile": profile}
+
+
+def atari_vector_env(name: str, num_envs: int):
+    """Breakout envs with ppo_atari.py's preprocessing (DQN's, life loss as termination, FIRE at a
+    life's start, rewards clipped to their sign): gymnasium's SyncVectorEnv of ppo_atari.py's
+    make_env, ale-py's AtariVectorEnv (SAME_STEP autoreset, as ours), or EnvPool."""
+    sys.path.insert(0, str(ROOT))
+    import ppo_atari as script
+
+    if name == "sync":
+        return script.make_vec_env(ATARI["env_id"], num_envs)
+    if name == "ale":
+        from ale_py.vector_env import AtariVectorEnv
+
+        return AtariVectorEnv("breakout", num_envs, autoreset_mode="SameStep", episodic_life=True,
+                              repeat_action_probability=0.0)
+    import envpool
+
+    return EnvPoolAdapter(envpool.make_gymnasium("Breakout-v5", num_envs=num_envs, episodic_life=True,
+                                                 reward_clip=True, repeat_action_probability=0.0))
+
+
+class EnvPoolAdapter:
+    """EnvPool's env with the names ppo_atari.py's loop reads. EnvPool resets an ended env on the
+    next step (NEXT_STEP), where the loop expects SAME_STEP: enough to time it, not to train."""
+
+    def __init__(self, env):
+        self.env, self.single_observation_space, self.single_action_space = env, env.observation_space, env.action_space
+
+    def reset(self, seed=None):
+        return self.env.reset()
+
+    def step(self, actions):
+        return self.env.step(actions)
+
+    def close(self):
+        self.env.close()
+
+
+def worker_atari_vector(name: str) -> dict:
+    """ppo_atari.py's `train` on Breakout with CleanRL's settings, its vector env swapped for `name`'s."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    sys.path.insert(0, str(ROOT))
+    import ppo_atari as script
+
+    if name != "sync":
+        script.make_vec_env = lambda env_id, num_envs, sticky_actions=None: atari_vector_env(name, num_envs)
+    args = script.Args(env_id=ATARI["env_id"], total_timesteps=ATARI["steps"], update_epochs=4, vf_coef=0.5,
+                       anneal_clip=False, num_threads=1)
+    with tempfile.TemporaryDirectory() as log_dir:
+        with contextlib.redirect_stdout(sys.stderr):
+            script.train(args, writer=script.SummaryWriter(log_dir))
+        events = EventAccumulator(log_dir, size_guidance={"scalars": 0})
+        events.Reload()
+        points = [(e.wall_time, e.step) for e in events.Scalars("charts/SPS")]
+    return {"sps": sps_after_warmup(points, ATARI["warmup_updates"])}
+
+
+def worker_atari_vector_alone(name: str) -> dict:
+    """Steps per second of `name`'s 8 envs alone, random actions, no learning."""
+    import numpy as np
+
+    envs = atari_vector_env(name, 8)
+    envs.reset(seed=1)
+    actions = np.random.default_rng(0).integers(0, 4, (64, 8))
+    for i in range(32):
+        envs.step(actions[i % 64])
+    start = time.perf_counter()
+    for i in range(512):
+        envs.step(actions[i % 64])
+    return {"sps": 512 * 8 / (time.perf_counter() - start)}
 
 
 def atari_section(r: dict) -> list[str]:
-    """SPEED.md's table of ppo_atari.py against CleanRL's ppo_atari.py and SB3's CnnPolicy."""
+    """SPEED.md's tables: ppo_atari.py against CleanRL's ppo_atari.py and SB3's CnnPolicy,
+    ppo_atari.py on three vector envs, and where ppo_atari.py's time goes."""
     lines = ["## Pixels: `ppo_atari.py` against CleanRL's `ppo_atari.py` and SB3's `CnnPolicy`", "",
-             f"Generated by `{r['command']}` on {r['date']}, in {r['minutes']:.0f} minutes, on the machine above. "
-             f"Breakout, {ATARI['steps']:,} steps (4 frames each), SPS after {ATARI['warmup_updates']} warm-up "
+             f"Generated by `{r['command']}` on {r['date']}, in {r['minutes']:.0f} minutes, on "
+             + (f"{r['machine']['cpu']}, {r['machine']['cores']} cores. " if "machine" in r else "the machine above. ")
+             + f"Breakout, {ATARI['steps']:,} steps (4 frames each), SPS after {ATARI['warmup_updates']} warm-up "
              "updates. The settings are CleanRL's on all three sides: 8 envs × 128 steps, 4 epochs of 4 "
-             "minibatches, ε 0.1 constant, c₁ 0.5, the Nature CNN shared by actor and critic. Each figure is the "
-             f"median of {r['runs']} runs, the three alternated. CleanRL's file is "
+             "minibatches, ε 0.1 constant, c₁ 0.5, the Nature CNN shared by actor and critic. CleanRL's file is "
              f"vwxyzjn/cleanrl@{CLEANRL_ATARI_COMMIT} with the patch of benchmarks/reference_runs/, on gymnasium "
              f"0.29.1 and ale-py 0.9.0. SB3 is stable-baselines3 {r['sb3_version']} on gymnasium 1.4.0 and ale-py "
-             "0.12.1. Thread settings: *default* is each program as it starts (ours: 1 torch thread; CleanRL "
-             "and SB3: torch's default, one per core); *1* gives each one torch thread.", "",
-             "| threads | ours SPS | CleanRL SPS | SB3 SPS | ours / CleanRL | ours / SB3 | ours, all runs | "
-             "CleanRL, all runs | SB3, all runs |", "|---|---|---|---|---|---|---|---|---|"]
-    for threads, sps in r["threads"].items():
-        a, c, b = median(sps["ours"]), median(sps["cleanrl"]), median(sps["sb3"])
-        lines.append(f"| {threads} | {a:,.0f} | {c:,.0f} | {b:,.0f} | **{a / c:.2f}×** | **{a / b:.2f}×** | "
-                     + " | ".join(", ".join(f"{x:,.0f}" for x in sps[k]) for k in ("ours", "cleanrl", "sb3")) + " |")
-    total = 1000.0 * 8 * 128 / median(r["threads"].get("1", next(iter(r["threads"].values())))["ours"])
+             f"0.12.1. {r['runs']} rounds, each running the six rows below once, in this order. Threads: *1* "
+             "gives a program one torch thread (ours: `--num-threads 1`; CleanRL: `OMP_NUM_THREADS=1`; SB3: "
+             "`torch.set_num_threads(1)`). *default* is a program as it starts: for CleanRL and SB3, torch's "
+             "default of one thread per core (2 here). Ours starts with one thread, so its default row is its "
+             "*1* row.", "",
+             "Each figure is the median of the rounds. *CPU-s / 1k steps* is the CPU time of the whole process "
+             "(start-up included) per 1,000 steps. *Load before* is the 1-minute load average as the run "
+             "starts. It still counts the run before, so it reads near the cores that run used. *Others* is "
+             "the cores that other processes kept busy during the run (the machine's busy time less the run's "
+             "own): the check that the machine was quiet.", "",
+             "| program | threads | SPS | CPU-s / 1k steps | ours at as many threads, × | load before, each run | "
+             "others, max | SPS, each run |", "|---|---|---|---|---|---|---|---|"]
+    sps = {side: median([x["sps"] for x in runs]) for side, runs in r["sides"].items()}
+    for side, runs in r["sides"].items():
+        who, threads = side.split()
+        ratio = "" if who == "ours" else f"{sps['ours 1' if threads == '1' else 'ours 2'] / sps[side]:.2f}×"
+        lines.append(f"| {dict(ours='ours', cleanrl='CleanRL', sb3='SB3')[who]} | {threads} | {sps[side]:,.0f} | "
+                     f"{median([x['cpu_per_1k'] for x in runs]):.1f} | {ratio} | "
+                     + ", ".join(f"{x['load']:.2f}" for x in runs) + f" | {max(x['others'] for x in runs):.2f} | "
+                     + ", ".join(f"{x['sps']:,.0f}" for x in runs) + " |")
+    fast1, fast2 = max(sps["cleanrl 1"], sps["sb3 1"]), max(sps["cleanrl default"], sps["sb3 default"])
+    lines += ["", f"Against the faster peer, ours is {sps['ours 1'] / fast1:.2f}× at one thread each and "
+              f"{sps['ours 2'] / fast2:.2f}× at two threads each. At each program's default (ours one thread, the "
+              f"peers two) it is {sps['ours 1'] / fast2:.2f}×: ours keeps one thread unless told otherwise, so "
+              "that a run's results do not depend on the machine's core count, and so that runs side by side "
+              "do not fight over cores. A run alone on a machine goes faster with `--num-threads` set to its "
+              f"cores: {sps['ours 2'] / sps['ours 1']:.2f}× here with two.", "",
+              "On a shared node, give each run as many torch threads as the cores it was given, and no more "
+              "(`--num-threads`, or `OMP_NUM_THREADS` for the peers). torch's default is one thread per core of "
+              "the machine, not of the job. Several runs started with their defaults on one node then ask for "
+              "more threads than there are cores, and every matrix product waits for its slowest thread.", ""]
+    names = {"sync": "gymnasium's SyncVectorEnv of make_env (today's)",
+             "ale": "ale-py's AtariVectorEnv (C++ threads)", "envpool": "EnvPool 1.2.5 (C++ threads)"}
+    base = median([x["sps"] for x in r["vector"]["sync"]])
+    lines += ["### ppo_atari.py on other vector envs", "",
+              "Our command at one torch thread, with `make_vec_env` swapped for another vector env of the same "
+              "preprocessing (worker `atari-vector`). The rounds alternate the three. *Alone* is the 8 envs "
+              "stepped with random actions, no learning.", "",
+              "| vector env | whole run, SPS | gain | alone, SPS | others, max | SPS, each run |",
+              "|---|---|---|---|---|---|"]
+    for name, runs in r["vector"].items():
+        s = median([x["sps"] for x in runs])
+        lines.append(f"| {names[name]} | {s:,.0f} | {100 * (s / base - 1):+.0f}% | "
+                     f"{r['vector_alone'][name]['sps']:,.0f} | {max(x['others'] for x in runs):.2f} | "
+                     + ", ".join(f"{x['sps']:,.0f}" for x in runs) + " |")
+    gains = {name: 100 * (median([x["sps"] for x in runs]) / base - 1) for name, runs in r["vector"].items()}
+    best = max(gains, key=gains.get)
+    verdict = (f"Neither is adopted: the better, {names[best].split(' (')[0]}, gains {gains[best]:.0f}% on a whole "
+               "run, under the 15% that an opt-in speed flag must gain. The env is a small part of an "
+               "iteration (the table below)." if gains[best] < 15 else
+               f"{names[best].split(' (')[0]} gains {gains[best]:.0f}% on a whole run, at least the 15% that an "
+               "opt-in speed flag must gain.")
+    lines += ["", verdict + " Both would also give up the exact resume mid-game: neither can "
+              "save and restore its games' state (AtariVectorEnv has no method for it, and an EnvPool env "
+              "cannot be pickled), so a resumed run would start new games. EnvPool also starts the next game "
+              "on the step after one ends, where ppo_atari.py's loop expects it on the same step."]
+    total = 1000.0 * 8 * 128 / sps["ours 1"]
     parts = dict(r["profile"])
     parts["the rest (storage, conversions, logging, parts slowed by running together)"] = total - sum(parts.values())
     lines += ["", f"Where ppo_atari.py's time goes, one iteration of 1,024 steps ({total:,.0f} ms measured, one "
               "thread; each part timed alone by `worker_profile_atari`):", "",
               "| part | ms per iteration | share |", "|---|---|---|"]
     lines += [f"| {name} | {ms:,.0f} | {100 * ms / total:.0f}% |" for name, ms in parts.items()]
-    return lines + ["", f"Our command: `{r['our_command']}`. CleanRL's: `{r['cleanrl_command']}`.", ""]
+    return lines + ["", "Commands: " + "; ".join(f"{side}: `{c}`" for side, c in r["commands"].items() if c) + ".", ""]
 
 
 def line_profile(task: dict) -> str:
@@ -493,12 +663,13 @@ def call_worker(python: str, kind: str, task_name: str, threads: str = "default"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def ensure_sb3_venv() -> str:
-    python = SB3_VENV / "bin" / "python"
+def ensure_venv(folder: Path = SB3_VENV, packages: list[str] = SB3_PACKAGES) -> str:
+    """The python of a virtual environment of its own, made with `packages` on first use."""
+    python = folder / "bin" / "python"
     if not python.exists():
-        print(f"installing {' '.join(SB3_PACKAGES)} into {SB3_VENV.relative_to(ROOT)} ...", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(SB3_VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *SB3_PACKAGES], check=True)
+        print(f"installing {' '.join(packages)} into {folder.relative_to(ROOT)} ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True)
     return str(python)
 
 
@@ -655,20 +826,27 @@ def main() -> None:
                         help="instead: ppo_recurrent.py against sb3-contrib's RecurrentPPO, added to the report")
     parser.add_argument("--atari", action="store_true",
                         help="instead: ppo_atari.py against CleanRL's ppo_atari.py and SB3's CnnPolicy, added to the report")
+    parser.add_argument("--report", action="store_true", help="instead: rewrite the report from its .json, timing nothing")
     parser.add_argument("--worker", choices=["sb3", "sb3-recurrent", "sb3-atari", "floor-sb3", "floor-ours", "profile-ours",
-                                             "profile-atari"],
+                                             "profile-atari", "atari-vector", "atari-vector-alone"],
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     task_names = args.tasks.split(",")
     if args.worker:  # one measurement, in a fresh process
-        task = TASKS[task_names[0]]
+        task = TASKS.get(task_names[0])  # atari-vector workers: the vector env's name instead
         result = {"sb3": lambda: worker_sb3(task, args.threads), "sb3-recurrent": lambda: worker_sb3_recurrent(args.threads),
                   "sb3-atari": lambda: worker_sb3_atari(args.threads), "profile-atari": worker_profile_atari,
                   "floor-sb3": lambda: worker_floor_sb3(task),
+                  "atari-vector": lambda: worker_atari_vector(task_names[0]),
+                  "atari-vector-alone": lambda: worker_atari_vector_alone(task_names[0]),
                   "floor-ours": lambda: worker_floor_ours(task), "profile-ours": lambda: worker_profile_ours(task)}[args.worker]()
         print(json.dumps(result))
         return
 
+    if args.report:
+        write_report(json.loads(args.out.with_suffix(".json").read_text()), args.out)
+        print(f"wrote {args.out}")
+        return
     if args.compare:
         for task_name in task_names:
             compare(args.compare, {**TASKS[task_name], **({"script": args.script} if args.script else {})}, args.runs)
@@ -677,13 +855,13 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     from run import machine
 
-    sb3_python = ensure_sb3_venv()
+    sb3_python = ensure_venv()
     if args.recurrent or args.atari:
         results = json.loads(args.out.with_suffix(".json").read_text())
         if args.recurrent:
             results["recurrent"] = time_recurrent(sb3_python, args.runs, args.threads.split(","))
         else:
-            results["atari"] = time_atari(sb3_python, args.runs, args.threads.split(","))
+            results["atari"] = time_atari(sb3_python, args.runs)
         args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
         write_report(results, args.out)
         print(f"wrote {args.out} and {args.out.with_suffix('.json')}")

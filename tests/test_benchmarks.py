@@ -259,6 +259,45 @@ def test_speed_report_adds_the_recurrent_table_when_the_figures_have_one(tmp_pat
     assert "`python benchmarks/speed.py --recurrent` on 2026-01-02" in text
 
 
+def test_speed_atari_report_gives_each_side_its_cpu_time_load_and_the_vector_envs(tmp_path):
+    """--atari's section: every program at 1 thread and at its default, ours at 2, with CPU time
+    per 1,000 steps, the load before each run and the other processes' cores; the ratios to the
+    faster peer; ppo_atari.py on each vector env with its gain over today's."""
+    def runs(*sps):
+        return [{"sps": x, "cpu_per_1k": 2.0, "load": 1.0, "others": 0.01, "steal": 0.0} for x in sps]
+
+    atari = {"command": "python benchmarks/speed.py --atari", "date": "2026-01-03", "minutes": 60.0, "runs": 3,
+             "sb3_version": "2.9.2", "commands": {"ours 1": "python ppo_atari.py"},
+             "sides": {"ours 1": runs(300.0, 290.0, 310.0), "cleanrl 1": runs(200.0, 200.0, 200.0),
+                       "sb3 1": runs(250.0, 240.0, 260.0), "ours 2": runs(400.0, 400.0, 400.0),
+                       "cleanrl default": runs(320.0, 320.0, 320.0), "sb3 default": runs(330.0, 330.0, 330.0)},
+             "vector": {"sync": runs(300.0, 300.0, 300.0), "ale": runs(330.0, 330.0, 330.0),
+                        "envpool": runs(339.0, 339.0, 339.0)},
+             "vector_alone": {"sync": {"sps": 2000.0}, "ale": {"sps": 3000.0}, "envpool": {"sps": 4000.0}},
+             "profile": {"act": 100.0}}
+    results = {"command": "python benchmarks/speed.py", "date": "2026-01-01", "minutes": 1.0, "runs": 3,
+               "sb3_version": "2.9.2", "machine": run.machine(), "our_commands": [], "tasks": {}, "atari": atari}
+    speed.write_report(results, tmp_path / "SPEED.md")
+    text = (tmp_path / "SPEED.md").read_text()
+    assert "| ours | 1 | 300 | 2.0 |  | 1.00, 1.00, 1.00 | 0.01 | 300, 290, 310 |" in text
+    assert "| CleanRL | 1 | 200 | 2.0 | 1.50× |" in text and "| ours | 2 | 400 | 2.0 |  |" in text
+    assert "| SB3 | default | 330 | 2.0 | 1.21× |" in text  # ours at 2 threads against SB3's default of 2
+    assert "ours is 1.20× at one thread each and 1.21× at two threads each" in text  # 300/250, 400/330
+    assert "At each program's default (ours one thread, the peers two) it is 0.91×" in text
+    assert "| ale-py's AtariVectorEnv (C++ threads) | 330 | +10% | 3,000 |" in text
+    assert "| EnvPool 1.2.5 (C++ threads) | 339 | +13% | 4,000 |" in text
+    assert "Neither is adopted: the better, EnvPool 1.2.5, gains 13% on a whole run" in text
+    assert "on a shared node" in text.lower() and "1.33× here with two" in text  # 400 / 300
+
+
+def test_speed_timed_counts_the_childs_cpu_and_the_other_processes():
+    """timed(): a child that burns about 0.3 s of CPU is counted as such (per 1,000 steps), while
+    nothing else runs; its load before is the 1-minute load average."""
+    burn = [sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"]
+    r = speed.timed(lambda: {"sps": 1.0} if subprocess.run(burn).returncode == 0 else {}, steps=1000)
+    assert r["sps"] == 1.0 and 0.3 <= r["cpu_per_1k"] < 1.0 and r["load"] >= 0 and 0 <= r["others"] < 2
+
+
 def fake_result(out, run_spec: dict, final: float, evaluation: list[float] | None = None) -> None:
     """A finished run as run.py records it, with a flat learning curve at `final` (and, if given,
     the returns of its greedy evaluation)."""

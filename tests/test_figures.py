@@ -191,6 +191,12 @@ def speed_values(speed: dict) -> list[float]:
     for sides in speed.get("recurrent", {}).get("threads", {}).values():  # ppo_recurrent.py's table
         ours, sb3 = np.median(sides["ours"]), np.median(sides["sb3"])
         out += [ours, sb3, ours / sb3]
+    atari = speed.get("atari", {})  # ppo_atari.py's tables: medians, ratios, the vector envs' gains
+    sps = {side: np.median([r["sps"] for r in runs]) for side, runs in atari.get("sides", {}).items()}
+    out += list(sps.values()) + [a / b for a in sps.values() for b in sps.values()]
+    out += [np.median([r["cpu_per_1k"] for r in runs]) for runs in atari.get("sides", {}).values()]
+    vector = {name: np.median([r["sps"] for r in runs]) for name, runs in atari.get("vector", {}).items()}
+    out += list(vector.values()) + [100 * (v / vector["sync"] - 1) for v in vector.values()]
     return out
 
 
