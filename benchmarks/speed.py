@@ -443,7 +443,7 @@ ENVPOOL_PACKAGES = ["torch==2.13.0", "gymnasium==1.4.0", "numpy==2.4.6", "envpoo
 
 
 def cpu_jiffies() -> tuple[int, int]:
-    """(busy, steal) jiffies of the whole machine so far, from /proc/stat."""
+    """(busy, steal) clock ticks of the whole machine so far, from /proc/stat; busy counts steal."""
     with open("/proc/stat") as f:
         user, nice, system, idle, iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
     return user + nice + system + irq + softirq + steal, steal
@@ -452,7 +452,8 @@ def cpu_jiffies() -> tuple[int, int]:
 def timed(fn, steps: int) -> dict:
     """One measurement that starts one child process: the 1-minute load average before it, the
     child's CPU seconds per 1,000 steps (its whole run, start-up included), and the cores that
-    other processes kept busy meanwhile (the machine's busy time less the child's)."""
+    others kept busy meanwhile: the machine's busy time (hypervisor steal and this process's own
+    reading of the results included) less the child's, per second of wall time."""
     load, clock = os.getloadavg()[0], os.sysconf("SC_CLK_TCK")
     before, (busy0, steal0), start = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_jiffies(), time.time()
     result = fn()
@@ -502,9 +503,9 @@ def time_atari(sb3_python: str, runs: int) -> dict:
 
 
 def atari_vector_env(name: str, num_envs: int):
-    """Breakout envs with ppo_atari.py's preprocessing (DQN's, life loss as termination, FIRE at a
-    life's start, rewards clipped to their sign): gymnasium's SyncVectorEnv of ppo_atari.py's
-    make_env, ale-py's AtariVectorEnv (SAME_STEP autoreset, as ours), or EnvPool."""
+    """Breakout envs with DQN's preprocessing as far as each offers it (life loss as termination,
+    FIRE at a life's start, rewards clipped to their sign): gymnasium's SyncVectorEnv of
+    ppo_atari.py's make_env, ale-py's AtariVectorEnv (SAME_STEP autoreset, as ours), or EnvPool."""
     sys.path.insert(0, str(ROOT))
     import ppo_atari as script
 
@@ -522,8 +523,9 @@ def atari_vector_env(name: str, num_envs: int):
 
 
 class EnvPoolAdapter:
-    """EnvPool's env with the names ppo_atari.py's loop reads. EnvPool resets an ended env on the
-    next step (NEXT_STEP), where the loop expects SAME_STEP: enough to time it, not to train."""
+    """EnvPool's env, its reset's seed dropped (EnvPool fixes its seeds when made). EnvPool resets
+    an env on the step after its episode ends (NEXT_STEP), where the loop expects SAME_STEP:
+    enough to time it, not to train."""
 
     def __init__(self, env):
         self.env, self.single_observation_space, self.single_action_space = env, env.observation_space, env.action_space
@@ -591,9 +593,10 @@ def atari_section(r: dict) -> list[str]:
              "*1* row.", "",
              "Each figure is the median of the rounds. *CPU-s / 1k steps* is the CPU time of the whole process "
              "(start-up included) per 1,000 steps. *Load before* is the 1-minute load average as the run "
-             "starts. It still counts the run before, so it reads near the cores that run used. *Others* is "
-             "the cores that other processes kept busy during the run (the machine's busy time less the run's "
-             "own): the check that the machine was quiet.", "",
+             "starts. It is a moving average over about a minute, so it mostly shows the run before: near 1 "
+             "after a one-thread run, 1.6 to 2 after a two-thread one. *Others* is the cores that others kept "
+             "busy during the run: the machine's busy time (hypervisor steal and speed.py's own reading of the "
+             "results included) less the run's, per second. It is the check that the machine was quiet.", "",
              "| program | threads | SPS | CPU-s / 1k steps | ours at as many threads, × | load before, each run | "
              "others, max | SPS, each run |", "|---|---|---|---|---|---|---|---|"]
     sps = {side: median([x["sps"] for x in runs]) for side, runs in r["sides"].items()}
@@ -612,16 +615,22 @@ def atari_section(r: dict) -> list[str]:
               "do not fight over cores. A run alone on a machine goes faster with `--num-threads` set to its "
               f"cores: {sps['ours 2'] / sps['ours 1']:.2f}× here with two.", "",
               "On a shared node, give each run as many torch threads as the cores it was given, and no more "
-              "(`--num-threads`, or `OMP_NUM_THREADS` for the peers). torch's default is one thread per core of "
-              "the machine, not of the job. Several runs started with their defaults on one node then ask for "
-              "more threads than there are cores, and every matrix product waits for its slowest thread.", ""]
+              "(`--num-threads`, or `OMP_NUM_THREADS` for the peers). torch's default is one thread per core "
+              "that the process may run on. A job limited by CPU time instead (`docker --cpus`, a Kubernetes "
+              "limit, cgroup `cpu.max`), or placed by a scheduler that does not bind it to cores, still gets "
+              "one thread per core it can see. Several such runs on one node then ask for more threads than "
+              "there are cores, and every matrix product waits for its slowest thread.", ""]
     names = {"sync": "gymnasium's SyncVectorEnv of make_env (today's)",
              "ale": "ale-py's AtariVectorEnv (C++ threads)", "envpool": "EnvPool 1.2.5 (C++ threads)"}
     base = median([x["sps"] for x in r["vector"]["sync"]])
     lines += ["### ppo_atari.py on other vector envs", "",
-              "Our command at one torch thread, with `make_vec_env` swapped for another vector env of the same "
-              "preprocessing (worker `atari-vector`). The rounds alternate the three. *Alone* is the 8 envs "
-              "stepped with random actions, no learning.", "",
+              "ppo_atari.py's `train` with our command's settings at one torch thread, its `make_vec_env` "
+              "swapped for another vector env (worker `atari-vector`). Each has DQN's preprocessing as far as "
+              "it offers it. ale-py 0.12.1's `episodic_life` starts a new game at each lost life, where ours "
+              "and EnvPool's play on, and the no-ops and FIRE at a start differ a little. Both C++ envs step "
+              "their envs on a pool of their own threads (2 on this machine), so their rows also use the "
+              "second core while the envs step. The rounds alternate the three. *Alone* is the 8 envs stepped "
+              "with random actions, no learning, one run each after the rounds.", "",
               "| vector env | whole run, SPS | gain | alone, SPS | others, max | SPS, each run |",
               "|---|---|---|---|---|---|"]
     for name, runs in r["vector"].items():
@@ -637,14 +646,17 @@ def atari_section(r: dict) -> list[str]:
                f"{names[best].split(' (')[0]} gains {gains[best]:.0f}% on a whole run, at least the 15% that an "
                "opt-in speed flag must gain.")
     lines += ["", verdict + " Both would also give up the exact resume mid-game: neither can "
-              "save and restore its games' state (AtariVectorEnv has no method for it, and an EnvPool env "
-              "cannot be pickled), so a resumed run would start new games. EnvPool also starts the next game "
-              "on the step after one ends, where ppo_atari.py's loop expects it on the same step."]
+              "save and restore its games' state (neither has a method for it, and neither can be pickled), so "
+              "a resumed run would start new games. EnvPool also resets an env on the step after its episode "
+              "ends, and ignores that step's action, where ppo_atari.py's loop expects the reset within the "
+              "step that ends the episode."]
     total = 1000.0 * 8 * 128 / sps["ours 1"]
     parts = dict(r["profile"])
     parts["the rest (storage, conversions, logging, parts slowed by running together)"] = total - sum(parts.values())
-    lines += ["", f"Where ppo_atari.py's time goes, one iteration of 1,024 steps ({total:,.0f} ms measured, one "
-              "thread; each part timed alone by `worker_profile_atari`):", "",
+    lines += ["", f"Where ppo_atari.py's time goes, one iteration of 1,024 steps ({total:,.0f} ms at the median "
+              "SPS of ours at one thread). Each part is timed alone by `worker_profile_atari`, one thread, in "
+              "one run after the rounds, not alternated. *The rest* is the difference, so it also takes up "
+              "any drift of the machine between that run and the rounds.", "",
               "| part | ms per iteration | share |", "|---|---|---|"]
     lines += [f"| {name} | {ms:,.0f} | {100 * ms / total:.0f}% |" for name, ms in parts.items()]
     return lines + ["", "Commands: " + "; ".join(f"{side}: `{c}`" for side, c in r["commands"].items() if c) + ".", ""]
