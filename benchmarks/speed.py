@@ -92,6 +92,15 @@ RECURRENT = {"env_id": "CartPoleNoVel-v1", "script": "ppo_recurrent.py", "steps"
              "ours": [], "masked": [1, 3]}  # CartPole-v1's velocities, set to 0
 
 
+def sps_points(run_dir: str) -> list[tuple[float, int]]:
+    """(wall time, env steps) of each `charts/SPS` point of a run's TensorBoard events, in order."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
+    events.Reload()
+    return [(e.wall_time, e.step) for e in events.Scalars("charts/SPS")]
+
+
 def sps_after_warmup(points: list[tuple[float, int]], warmup_updates: int) -> float:
     """points: (wall time, env steps so far) at the end of each update, in order. The SPS over the
     updates after the first `warmup_updates` (imports, first allocations and caches are not counted)."""
@@ -386,17 +395,13 @@ def worker_profile_ours(task: dict) -> dict:
 def ours(task: dict, threads: str, extra: list[str], root: Path = ROOT) -> dict:
     """Our script (in checkout `root`) from the command line, as a user runs it; SPS from its
     TensorBoard events."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     cmd = [task["script"], "--env-id", task["env_id"], "--total-timesteps", str(task["steps"]), "--eval-episodes", "0",
            *task["ours"], *extra] + ([] if threads == "default" else ["--num-threads", threads])
     with tempfile.TemporaryDirectory() as log_dir:
         subprocess.run([sys.executable, *cmd, "--log-dir", log_dir], cwd=root, check=True, capture_output=True,
                        env=dict(os.environ, PYTHONWARNINGS="ignore"))
         (run_dir,) = [e.path for e in os.scandir(log_dir)]
-        events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
-        events.Reload()
-        points = [(e.wall_time, e.step) for e in events.Scalars("charts/SPS")]
+        points = sps_points(run_dir)
     return {"sps": sps_after_warmup(points, task["warmup_updates"]), "command": " ".join(["python", *cmd])}
 
 
@@ -404,8 +409,6 @@ def cleanrl_atari(threads: str) -> dict:
     """CleanRL's ppo_atari.py, patched (benchmarks/reference_runs/cleanrl_ppo_atari.patch), in its own
     virtual environment; SPS from its TensorBoard events, as ours. Made on first use."""
     import hashlib
-
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     folder = HERE / ".cleanrl"
     source, python = folder / "ppo_atari.py", folder / "atari-venv" / "bin" / "python"
@@ -426,9 +429,7 @@ def cleanrl_atari(threads: str) -> dict:
     with tempfile.TemporaryDirectory() as cwd:
         subprocess.run([str(python), str(patched), *cmd[1:]], cwd=cwd, check=True, capture_output=True, env=env)
         (run_dir,) = [e.path for e in os.scandir(f"{cwd}/runs")]
-        events = EventAccumulator(run_dir, size_guidance={"scalars": 0})
-        events.Reload()
-        points = [(e.wall_time, e.step) for e in events.Scalars("charts/SPS")]
+        points = sps_points(run_dir)
     prefix = "" if threads == "default" else f"OMP_NUM_THREADS={threads} "
     return {"sps": sps_after_warmup(points, ATARI["warmup_updates"]), "command": prefix + " ".join(["python", *cmd])}
 
@@ -542,8 +543,6 @@ class EnvPoolAdapter:
 
 def worker_atari_vector(name: str) -> dict:
     """ppo_atari.py's `train` on Breakout with CleanRL's settings, its vector env swapped for `name`'s."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     sys.path.insert(0, str(ROOT))
     import ppo_atari as script
 
@@ -554,9 +553,7 @@ def worker_atari_vector(name: str) -> dict:
     with tempfile.TemporaryDirectory() as log_dir:
         with contextlib.redirect_stdout(sys.stderr):
             script.train(args, writer=script.SummaryWriter(log_dir))
-        events = EventAccumulator(log_dir, size_guidance={"scalars": 0})
-        events.Reload()
-        points = [(e.wall_time, e.step) for e in events.Scalars("charts/SPS")]
+        points = sps_points(log_dir)
     return {"sps": sps_after_warmup(points, ATARI["warmup_updates"])}
 
 

@@ -225,6 +225,17 @@ def test_speed_counts_only_the_steps_after_the_warm_up():
     assert speed.median([3.0, 1.0, 2.0]) == 2.0 and speed.median([4.0, 1.0, 2.0, 3.0]) == 2.5
 
 
+def test_speed_reads_the_sps_points_of_a_runs_events(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path))
+    for step in (100, 200, 300):
+        writer.add_scalar("charts/SPS", 50, step, walltime=10.0 + step / 100)
+        writer.add_scalar("charts/other", 1, step)
+    writer.close()
+    assert speed.sps_points(str(tmp_path)) == [(11.0, 100), (12.0, 200), (13.0, 300)]
+
+
 def test_speed_report_gives_ratios_floors_and_the_time_budget(tmp_path):
     profile = {"act": 20.0, "update": 30.0}
     results = {"command": "python benchmarks/speed.py", "date": "2026-01-01", "minutes": 1.0, "runs": 3,
