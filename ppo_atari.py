@@ -271,7 +271,6 @@ def make_agent(args: Args, observation_space, action_space) -> Agent:
     return Agent(observation_space, int(action_space.n))
 
 
-
 def compute_gae(rewards, values, next_values, terminations, truncations, gamma, gae_lambda):
     """Generalised advantage estimation (Schulman et al. 2016, eq. 16) over a rollout.
     All inputs have shape (T, N), time-major. next_values[t] = V(s_{t+1}) is the value of the

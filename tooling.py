@@ -29,7 +29,6 @@ What a script offers, by name (what differs between the scripts):
   their own state (ALE's). Such envs are kept in a checkpoint, and a resume goes on mid-episode.
 """
 
-import ast
 import contextlib
 import fcntl
 import glob
@@ -43,7 +42,6 @@ import re
 import signal
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 import warnings
@@ -117,6 +115,11 @@ def fail(message):
     raise Refused(message)
 
 
+def say(line):
+    """Print a note or a warning to stderr, apart from the run's progress on stdout."""
+    print(line, file=sys.stderr)
+
+
 @contextlib.contextmanager
 def named(script):
     """A refusal inside, as the script's line: "<script>.py: error: <message>"."""
@@ -136,11 +139,9 @@ def check_release(script):
 
 def check_flags(script, args):
     """Refuse a flag outside its range, or flags that do not fit together."""
-    # Each flag's help: the string below its field, read from the source (ast).
-    body = [node for cls in (script.Args, RunFlags) for node in ast.parse(textwrap.dedent(
-        inspect.getsource(cls))).body[0].body]
-    helps = {field.target.id: text.value.value for field, text in zip(body, body[1:], strict=False)
-             if isinstance(field, ast.AnnAssign) and isinstance(text, ast.Expr)}
+    # Each flag's help: the string below its field, read from the source.
+    source = inspect.getsource(script.Args) + inspect.getsource(RunFlags)
+    helps = dict(re.findall(r'^ +(\w+):[^\n]*\n +"""(.*?)"""', source, re.M | re.S))
     for flag, value in asdict(args).items():  # Type, not isinstance: a bool is no number here.
         # A flag may be 0 where its help says "(0: ...)", "≥ 0" or "in [0, 1]".
         help = helps.get(flag, "")
@@ -228,9 +229,8 @@ def check_args(script, args):
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     check_spaces(script, args, env)
     if getattr(env.spec, "max_episode_steps", None) is None:
-        print(f"warning: {args.env_id} has no time limit, so an episode may never end and give "
-              "no return; in make_env, give it one: gym.make(env_id, max_episode_steps=1000)",
-              file=sys.stderr)
+        say(f"warning: {args.env_id} has no time limit, so an episode may never end and give "
+            "no return; in make_env, give it one: gym.make(env_id, max_episode_steps=1000)")
 
 
 class EnvGuard(gym.vector.VectorWrapper):
@@ -340,18 +340,17 @@ def saved_args(script, saved, path, resume):
     refused. Each is named in one line, and so is the script that wrote the file if another."""
     me, RunArgs = name(script), run_args(script)
     if saved["script"] != me:  # A renamed copy of this script.
-        print(f"note: {path} was written by {saved['script']}.py", file=sys.stderr)
+        say(f"note: {path} was written by {saved['script']}.py")
     names = {f.name for f in fields(RunArgs)}
     for key in sorted(saved["args"].keys() ^ names):  # Added to the script, or taken out of it.
         flag = f"--{key.replace('_', '-')}"
         if key in names:
-            print(f"note: {path} has no {flag}: it takes its default, {getattr(RunArgs, key)}",
-                  file=sys.stderr)
+            say(f"note: {path} has no {flag}: it takes its default, {getattr(RunArgs, key)}")
         elif resume:
             fail(f"--resume: {path} was trained with {flag}, which {me}.py lacks: resume "
                  "with the script that wrote it")
         else:
-            print(f"note: {path} has {flag}, which {me}.py lacks: ignored", file=sys.stderr)
+            say(f"note: {path} has {flag}, which {me}.py lacks: ignored")
     return RunArgs(**{k: v for k, v in saved["args"].items() if k in names})
 
 
@@ -434,7 +433,7 @@ def stopped(script, folder, why, code=1, resume=True):
                          if resume else f"saved: {' and '.join(on_disk) or 'nothing'}")
     if code == 1:
         fail(line)
-    print(f"{name(script)}.py: {line}", file=sys.stderr)
+    say(f"{name(script)}.py: {line}")
     raise SystemExit(code)
 
 
@@ -578,8 +577,8 @@ class Run:
                         "train's state(), not in both: resume with the code that wrote it")
         state.update(saved["state"] if saved else {})
         if saved and "envs" not in saved["state"]:  # Envs not saved: see `save`.
-            print(f"note: {args.env_id} cannot be saved mid-episode, so the run goes on with "
-                  "new episodes, not exactly as if never stopped", file=sys.stderr)
+            say(f"note: {args.env_id} cannot be saved mid-episode, so the run goes on with "
+                "new episodes, not exactly as if never stopped")
         state["envs"] = EnvGuard(state["envs"])
         return state
 
@@ -597,10 +596,9 @@ class Run:
         # 0.01 to 0.05 that --target-kl typically allows. With `get`, a statistic renamed in
         # `train` turns the check off and never breaks the run.
         if losses.get("approx_kl", 0) > 1:
-            print(f"warning: the policy collapsed at step {state['global_step']:,}: a KL of "
-                  f"{losses['approx_kl']:.3g} nats in one update (entropy now "
-                  f"{losses.get('entropy', np.nan):.3g}); a step size too large?",
-                  file=sys.stderr)
+            say(f"warning: the policy collapsed at step {state['global_step']:,}: a KL of "
+                f"{losses['approx_kl']:.3g} nats in one update (entropy now "
+                f"{losses.get('entropy', np.nan):.3g}); a step size too large?")
         self.updates += 1
         if self.args.checkpoint_every and self.updates % self.args.checkpoint_every == 0:
             self.save(state)
@@ -648,7 +646,7 @@ class Run:
             except Exception as error:  # An object that does not pickle: a lambda, a local class.
                 failure = error
         args.checkpoint_every = 0  # Said once: the run goes on without checkpoints.
-        print(f"warning: no checkpoint: {failure}", file=sys.stderr)
+        say(f"warning: no checkpoint: {failure}")
 
     def train(self):
         """Train, then save and evaluate. A guard rail or a Ctrl-C stops the run at once. Its
@@ -698,5 +696,5 @@ def cli(path):
         main(importlib.import_module(script_name))
     except KeyboardInterrupt as error:  # Before training, or in an --eval-checkpoint evaluation.
         why, code = interrupted(error, "before training or in an evaluation")
-        print(f"{script_name}.py: {why}: no model.pt or checkpoint.pt was saved", file=sys.stderr)
+        say(f"{script_name}.py: {why}: no model.pt or checkpoint.pt was saved")
         raise SystemExit(code) from None
