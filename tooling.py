@@ -22,13 +22,15 @@ What a script offers, by name (what differs between the scripts):
   first call returns, and returns its state at the end.
   The tooling needs the state's "agent", "envs" and "global_step", and the flags env_id, seed,
   cuda, total_timesteps, and num_envs with num_steps (or batch_size).
-- `make_agent(args, observation_space, action_space)`: the Agent that a model.pt's weights load
-  into. The tooling acts with `agent.greedy_action(obs, memory)`, and with --eval-sampled with
-  `agent.sampled_action(obs, memory)` too, where the Agent has it.
+- `Agent`, and `make_agent(args, observation_space, action_space)`: the Agent that a model.pt's
+  weights load into. The tooling acts with `agent.greedy_action(obs, memory)`, and with
+  --eval-sampled with `agent.sampled_action(obs, memory)` too. --eval-sampled is refused where the
+  class `Agent` has no `sampled_action`.
 - Optionally, a wrapper in `make_env` that has an attribute `pickles_state`: envs that pickle
   their own state (ALE's). Such envs are kept in a checkpoint, and a resume goes on mid-episode.
 """
 
+import ast
 import contextlib
 import fcntl
 import glob
@@ -42,6 +44,7 @@ import re
 import signal
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import warnings
@@ -79,7 +82,7 @@ class RunFlags:  # The tooling's flags. run_args(script) adds them to the script
     eval_checkpoint: str | None = None
     """evaluate this model.pt or checkpoint.pt, not train; other flags default to those it holds"""
     capture_video: bool = False
-    """film the evaluation episodes into <run>/videos (needs: pip install moviepy)"""
+    """film the greedy evaluation episodes into <run>/videos (needs: pip install moviepy)"""
     track: bool = False
     """mirror the TensorBoard logs to Weights & Biases (needs: pip install wandb)"""
     wandb_project_name: str = "pgref"
@@ -116,7 +119,8 @@ def fail(message):
 
 
 def say(line):
-    """Print a note or a warning to stderr, apart from the run's progress on stdout."""
+    """Print a note, a warning or the stop line of an interrupted run to stderr. The run's
+    progress and the evaluation's returns go to stdout."""
     print(line, file=sys.stderr)
 
 
@@ -139,9 +143,11 @@ def check_release(script):
 
 def check_flags(script, args):
     """Refuse a flag outside its range, or flags that do not fit together."""
-    # Each flag's help: the string below its field, read from the source.
-    source = inspect.getsource(script.Args) + inspect.getsource(RunFlags)
-    helps = dict(re.findall(r'^ +(\w+):[^\n]*\n +"""(.*?)"""', source, re.M | re.S))
+    # Each flag's help: the string below its field, read from the source (ast).
+    body = [node for cls in (script.Args, RunFlags) for node in ast.parse(textwrap.dedent(
+        inspect.getsource(cls))).body[0].body]
+    helps = {field.target.id: text.value.value for field, text in zip(body, body[1:], strict=False)
+             if isinstance(field, ast.AnnAssign) and isinstance(text, ast.Expr)}
     for flag, value in asdict(args).items():  # Type, not isinstance: a bool is no number here.
         # A flag may be 0 where its help says "(0: ...)", "≥ 0" or "in [0, 1]".
         help = helps.get(flag, "")
@@ -307,7 +313,8 @@ def load(script, path, resume):
     A policy may come from a renamed copy of this script (`saved_args` names it). Another
     script's policy is refused, naming the script to use. A file whose name starts with
     "checkpoint" holds pickled objects, and unpickling runs code: give only files of your own
-    runs. Any other file is read as a model.pt: tensors, numbers and strings, safe to load."""
+    runs. A --resume unpickles its file whatever its name. Otherwise a file whose name does not
+    start with "checkpoint" is read as a model.pt: tensors, numbers and strings, safe to load."""
     me = name(script)
     content = unframe(path, resume, me)
     try:
