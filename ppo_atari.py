@@ -12,7 +12,7 @@
        step on the loss (`ppo_loss`). The step size α and the clip ε decay with the iterations.
     6. Log each loss as its mean over all the update's minibatches (`--- log ---`).
 
-    python ppo_atari.py --env-id ALE/Breakout-v5             # Breakout, 10M steps (40M frames)
+    python ppo_atari.py --env-id ALE/Breakout-v5             # Breakout, 10M steps of 4 frames
     python ppo_atari.py --env-id MinAtar/Breakout-v1         # MinAtar's Breakout, 10×10 frames
     python ppo_atari.py --help                               # every flag, with its meaning
     python ppo_atari.py --eval-checkpoint runs/<run>/model.pt --capture-video  # (tooling)
@@ -104,7 +104,7 @@ def sticky(env_id: str, sticky_actions: float | None) -> float | None:
 
 def make_env(env_id: str, train: bool = False, sticky_actions=None, **kwargs) -> gym.Env:
     """The one place where an env is made: `train`, evaluation and the checks call it. An ALE game
-    is cut at 108,000 frames (27,000 steps). An env with no time limit is cut at 108,000 steps."""
+    is cut at 108,000 frames (≤ 27,000 steps). An env with no time limit is cut at 108,000 steps."""
     if env_id.startswith("MinAtar/") and env_id not in gym.registry:
         import minatar.gym
         minatar.gym.register_envs()
@@ -123,8 +123,11 @@ def make_env(env_id: str, train: bool = False, sticky_actions=None, **kwargs) ->
         return gym.wrappers.TransformObservation(env, to_chw, space)
     import ale_py
     gym.register_envs(ale_py)
-    env = gym.make(env_id, frameskip=1, repeat_action_probability=sticky(env_id, sticky_actions),
-                   max_episode_steps=108_000, **kwargs)
+    env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0, max_episode_steps=108_000,
+                   **kwargs)
+    # Sticky actions here, not in ALE: ALE's saved state lacks the action that it repeats.
+    if sticky(env_id, sticky_actions):
+        env = gym.wrappers.StickyAction(env, sticky(env_id, sticky_actions))
     env = SaveALEState(gym.wrappers.RecordEpisodeStatistics(env, stats_key="game"))
     # 1 to 30 no-ops at reset. A step is 4 frames, seen as the max of the last two, 84×84 grayscale.
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
@@ -178,7 +181,7 @@ class EpisodicLife(gym.Wrapper):
 
 
 class FireAtLifeStart(gym.Wrapper):
-    """Presses FIRE (action 1 in ALE) at the start of each life, in every game that has FIRE."""
+    """Presses FIRE (action 1) at the start of each life, in every game that has FIRE."""
 
     def reset(self, **kwargs):
         self.env.reset(**kwargs)

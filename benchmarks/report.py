@@ -741,8 +741,8 @@ def atari_at_10m(speed_json: Path = ROOT / "benchmarks" / "SPEED.json") -> list[
             "This suite needs a GPU machine, which this project does not have, so it is not run. The commands "
             "below would run it at one protocol on both sides: CleanRL's settings, no sticky actions, the minimal action set, 30 "
             "no-ops at most, a game cut at 108,000 frames. `ppo_atari.py` adds a greedy and a sampled "
-            "evaluation of 10 games after training. For Machado et al.'s protocol, add `--sticky-actions "
-            "0.25` to ours. CleanRL's file has no such flag: its `make_env` would pass "
+            "evaluation of 10 games after training. For Machado et al.'s sticky actions, add "
+            "`--sticky-actions 0.25` to ours. CleanRL's file has no such flag: its `make_env` would pass "
             "`repeat_action_probability=0.25` to `gym.make`.", "",
             "```bash",
             "for game in Breakout Pong BeamRider; do for seed in 1 2 3; do",
