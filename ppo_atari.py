@@ -80,7 +80,7 @@ class Args:
     bootstrap_truncation: bool = True
     """bootstrap a time-limit truncation with V(final obs); --no-… treats it as a termination"""
     sticky_actions: float | None = None
-    """in [0, 1]: P(a game repeats its last action). Default: DQN's 0 on ALE, 0.1 on MinAtar"""
+    """in [0, 1): P(a game repeats its last action). Default: DQN's 0 on ALE, 0.1 on MinAtar"""
 
     # --- the run (tooling.py, where importable, adds its own flags) ---
     seed: int = 1

@@ -149,14 +149,14 @@ def check_flags(script, args):
     helps = {field.target.id: text.value.value for field, text in zip(body, body[1:], strict=False)
              if isinstance(field, ast.AnnAssign) and isinstance(text, ast.Expr)}
     for flag, value in asdict(args).items():  # Type, not isinstance: a bool is no number here.
-        # A flag may be 0 where its help says "(0: ...)", "≥ 0" or "in [0, 1]".
+        # A flag may be 0 where its help says "(0: ...)", "≥ 0", "in [0, 1]" or "in [0, 1)".
         help = helps.get(flag, "")
-        zero = re.search(r"\(0:|≥ 0|\[0, 1]", help)
+        zero, unit = re.search(r"\(0:|≥ 0|\[0, 1[])]", help), re.search(r"\[0, 1[])]", help)
         if type(value) in (int, float) and not (0 < value < np.inf or zero and value == 0):
             fail(f"--{flag.replace('_', '-')} must be finite and {'>= 0' if zero else 'positive'}"
                  f", not {value}")
-        if "[0, 1]" in help and value is not None and value > 1:
-            fail(f"--{flag.replace('_', '-')} must lie in [0, 1]")
+        if unit and value is not None and (value > 1 or value == 1 and unit[0].endswith(")")):
+            fail(f"--{flag.replace('_', '-')} must lie in {unit[0]}")
     if hasattr(args, "num_steps"):
         batch, of = args.num_envs * args.num_steps, "--num-envs × --num-steps = "
     else:

@@ -81,6 +81,8 @@ OWN_BAD_INPUT = [
     ("ppo_atari.py", ["--env-id", "CartPole-v1"], "the script takes images, (H, W, C): for vectors use ppo_discrete.py"),
     ("ppo_atari.py", ["--env-id", "FrozenLake-v1"], "has observations Discrete(16); the script takes images"),
     ("ppo_atari.py", ["--num-minibatches", "7"], "--num-minibatches 7 does not divide the batch"),
+    ("ppo_atari.py", ["--sticky-actions", "1"], "--sticky-actions must lie in [0, 1)"),  # help: [0, 1)
+    ("ppo_atari.py", ["--sticky-actions", "-0.1"], "--sticky-actions must be finite and >= 0"),
 ] + [(p, ["--env-id", "FrozenLake-v1"], "wrap the env in gym.wrappers.FlattenObservation(env)")
        for p in PATHS if p not in ("ppo_continuous.py", "ppo_atari.py")]
 
