@@ -105,9 +105,11 @@ def draw(ax, label: str, runs: list[dict], **style) -> None:
     ax.fill_between(grid, low, high, alpha=0.25, color=line.get_color())
 
 
-def plot_env(env_id: str, by_algo: dict, path: Path, in_order: bool = False, small: bool = False) -> None:
+def plot_env(env_id: str, by_algo: dict, path: Path, in_order: bool = False, small: bool = False,
+             marks: dict | None = None) -> None:
     """One line per key of `by_algo` (a script, or a script's variant), with its runs' band;
-    sorted by key, or in the dict's order. Small: 480 × 300 px, smaller type, steps in k and M."""
+    sorted by key, or in the dict's order. Small: 480 × 300 px, smaller type, steps in k and M.
+    marks: {label: [(step, value), ...]}, published readings drawn as unjoined points."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
@@ -117,6 +119,8 @@ def plot_env(env_id: str, by_algo: dict, path: Path, in_order: bool = False, sma
         fig, ax = plt.subplots(figsize=(4.8, 3.0) if small else (6.4, 4.0), dpi=100)
         for algo, runs in (by_algo.items() if in_order else sorted(by_algo.items())):
             draw(ax, f"{algo} ({len(runs)} seeds)", runs)
+        for (label, points), marker in zip((marks or {}).items(), "x^sD"):
+            ax.plot(*zip(*points), linestyle="none", marker=marker, color="black", label=label)
         ax.set(title=env_id, xlabel="environment steps", ylabel=f"return (mean of last {WINDOW} episodes)")
         if small:
             ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1e6:g}M" if x >= 1e6 else f"{x / 1e3:g}k" if x else "0")
@@ -606,11 +610,15 @@ def minatar_5m_section(results: list[dict], out: Path, md_path: Path) -> list[st
               "Flags of every run (beside `--env-id` and `--seed`): `" + " ".join(flags) + "` ("
               + made_at(runs) + ").", "",
               f"Learning curves: the mean over seeds of each run's mean return over its last {WINDOW} episodes, "
-              "with a 95% bootstrap band.", ""]
+              "with a 95% bootstrap band. The black marks are the MinAtar paper's DQN (×) and AC(0.8) (▲) "
+              "curves read at 2M and 5M frames (the mean of its last 100 episodes over 30 runs).", ""]
     for game, cell in cells.items():
         if cell:
             png = out / f"minatar-5m-{game}-v1.png"
-            plot_env(f"MinAtar/{game}-v1: ppo_atari.py, 5M steps", {"ppo_atari": cell}, png)
+            marks = {f"MinAtar paper's {curve}, read at 2M and 5M": [(2e6, float(at2.lstrip("~"))),
+                                                                      (5e6, float(at5.lstrip("~")))]
+                     for curve, (at2, at5) in MINATAR_PAPER[f"{game}-v1"].items()}
+            plot_env(f"MinAtar/{game}-v1: ppo_atari.py, 5M steps", {"ppo_atari": cell}, png, marks=marks)
             rel = png.relative_to(md_path.parent) if png.is_relative_to(md_path.parent) else png
             lines += [f"![MinAtar/{game}-v1 at 5M steps]({rel})", ""]
     lines += ["```bash", "python benchmarks/run.py --suite minatar-5m --workers 2", "```", ""]
