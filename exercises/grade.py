@@ -1307,7 +1307,8 @@ CHECKS = {
            CLIP, test(test_math.test_total_loss_combines_terms_with_their_signs)) for s in PPO]
        + [(s, "the whole loss on random inputs, old log π included", "the loss differs from the formula where "
            "log π_old is not 0", CLIP, ppo_loss_on_random_inputs) for s in PPO]
-       + [(s, "the diagnostics: the two KL estimators and the clip fraction", "a diagnostic in the stats dict is off",
+       + [(s, "the diagnostics: the two KL estimators and the clip fraction",
+           "a diagnostic in the stats dict is off, or carries a gradient",
            "k1 = −log r, k3 = (r − 1) − log r, clipfrac = share of |r − 1| > ε",
            test(test_math.test_kl_estimators_and_clipfrac_by_hand)) for s in PPO]
        + [("ppo_discrete", "with exercises 3, 4 and 6, your loss's gradient at r = 1 is the exact policy gradient",

@@ -152,6 +152,9 @@ def test_total_loss_combines_terms_with_their_signs(ppo_script):
 def test_kl_estimators_and_clipfrac_by_hand(ppo_script):
     log_r = [math.log(1.5), math.log(0.9)]
     _, _, stats = loss_terms(ppo_script, log_r, [1.0, 1.0])
+    # every stat is detached, the losses too: a logged loss must not keep its graph alive
+    carry = [key for key, value in stats.items() if value.requires_grad]
+    assert not carry, f"the stats {carry} carry a gradient: detach them"
     k1 = -(log_r[0] + log_r[1]) / 2
     k3 = ((1.5 - 1 - log_r[0]) + (0.9 - 1 - log_r[1])) / 2
     assert stats["old_approx_kl"].item() == pytest.approx(k1, rel=1e-5)
