@@ -119,8 +119,8 @@ def plot_env(env_id: str, by_algo: dict, path: Path, in_order: bool = False, sma
         fig, ax = plt.subplots(figsize=(4.8, 3.0) if small else (6.4, 4.0), dpi=100)
         for algo, runs in (by_algo.items() if in_order else sorted(by_algo.items())):
             draw(ax, f"{algo} ({len(runs)} seeds)", runs)
-        for (label, points), marker in zip((marks or {}).items(), "x^sD"):
-            ax.plot(*zip(*points), linestyle="none", marker=marker, color="black", label=label)
+        for (label, points), marker in zip((marks or {}).items(), "x^sD", strict=False):
+            ax.plot(*zip(*points, strict=True), linestyle="none", marker=marker, color="black", label=label)
         ax.set(title=env_id, xlabel="environment steps", ylabel=f"return (mean of last {WINDOW} episodes)")
         if small:
             ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1e6:g}M" if x >= 1e6 else f"{x / 1e3:g}k" if x else "0")
